@@ -1,0 +1,138 @@
+import path from 'node:path';
+
+/** Every setting the service reads from its environment; `loadConfig` is the only reader of `process.env`. */
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly dataDir: string;
+  readonly database: DatabaseConfig;
+  readonly storage: StorageConfig;
+  readonly appName: string;
+  readonly publicBaseUrl: string | null;
+  readonly trustProxy: boolean;
+  readonly adminUsername: string;
+  readonly adminPassword: string | null;
+  readonly maxUploadBytes: number;
+  readonly corsOrigin: string;
+  readonly logLevel: string;
+  readonly heartbeatFlushMs: number;
+  readonly cacheCheckMs: number;
+  readonly loginRateLimit: number;
+}
+
+export type DatabaseConfig =
+  { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
+
+export type StorageConfig =
+  | { readonly kind: 'local'; readonly root: string }
+  | {
+      readonly kind: 's3';
+      readonly bucket: string;
+      readonly prefix: string;
+      readonly endpoint: string | null;
+      readonly region: string;
+      readonly forcePathStyle: boolean;
+      readonly presignDownloads: boolean;
+      readonly presignSeconds: number;
+    };
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function integer(env: Env, key: string, fallback: number, min: number, max: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${key} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${key} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function flag(env: Env, key: string): boolean {
+  const raw = (env[key] ?? '').trim().toLowerCase();
+  if (raw === '' || raw === '0' || raw === 'false' || raw === 'off' || raw === 'no') return false;
+  if (raw === '1' || raw === 'true' || raw === 'on' || raw === 'yes') return true;
+  throw new ConfigError(`${key} must be true or false, got "${env[key]}"`);
+}
+
+function parseDatabase(env: Env, dataDir: string): DatabaseConfig {
+  const url = env.DATABASE_URL;
+  if (url === undefined || url === '') return { kind: 'sqlite', file: path.join(dataDir, 'app.db') };
+  if (/^postgres(ql)?:\/\//.test(url)) return { kind: 'postgres', url };
+  if (url.startsWith('sqlite:')) {
+    const file = url.replace(/^sqlite:(\/\/)?/, '');
+    if (file === '') throw new ConfigError('DATABASE_URL sqlite: needs a file path, e.g. sqlite:./data/app.db');
+    return { kind: 'sqlite', file: path.resolve(file) };
+  }
+  throw new ConfigError(
+    `DATABASE_URL must be postgres://… (PostgreSQL) or sqlite:<file>, or be unset for ${path.join(dataDir, 'app.db')}`,
+  );
+}
+
+function parseStorage(env: Env, dataDir: string): StorageConfig {
+  const raw = env.STORAGE;
+  if (raw === undefined || raw === '') return { kind: 'local', root: path.join(dataDir, 'uploads') };
+  if (raw.startsWith('s3://')) {
+    const rest = raw.slice('s3://'.length);
+    const [bucket = '', ...prefixParts] = rest.split('/');
+    if (bucket === '') throw new ConfigError('STORAGE s3://bucket/prefix needs a bucket name');
+    const prefix = prefixParts.filter((p) => p !== '').join('/');
+    return {
+      kind: 's3',
+      bucket,
+      prefix,
+      endpoint: env.S3_ENDPOINT || env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL || null,
+      region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
+      forcePathStyle: env.S3_FORCE_PATH_STYLE === undefined ? true : flag(env, 'S3_FORCE_PATH_STYLE'),
+      presignDownloads: flag(env, 'S3_PRESIGN_DOWNLOADS'),
+      presignSeconds: integer(env, 'S3_PRESIGN_SECONDS', 300, 1, 7 * 24 * 3600),
+    };
+  }
+  if (raw.startsWith('file:') || raw.startsWith('/') || raw.startsWith('.')) {
+    return { kind: 'local', root: path.resolve(raw.replace(/^file:(\/\/)?/, '')) };
+  }
+  throw new ConfigError('STORAGE must be s3://bucket/prefix or a local folder path, or be unset');
+}
+
+function parseBaseUrl(raw: string | undefined): string | null {
+  if (raw === undefined || raw === '') return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`PUBLIC_BASE_URL must be an absolute http(s) URL, got "${raw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`PUBLIC_BASE_URL must be an absolute http(s) URL, got "${raw}"`);
+  }
+  return url.toString().replace(/\/+$/, '');
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const dataDir = path.resolve(env.DATA_DIR || './data');
+  const appName = env.APP_NAME || 'app';
+  if (!/^[a-z0-9][a-z0-9._-]{0,40}$/.test(appName)) {
+    throw new ConfigError(`APP_NAME must be a short lowercase name (a-z 0-9 . _ -), got "${appName}"`);
+  }
+  return Object.freeze({
+    port: integer(env, 'PORT', 3000, 0, 65535),
+    host: env.HOST || '0.0.0.0',
+    dataDir,
+    database: parseDatabase(env, dataDir),
+    storage: parseStorage(env, dataDir),
+    appName,
+    publicBaseUrl: parseBaseUrl(env.PUBLIC_BASE_URL),
+    trustProxy: flag(env, 'TRUST_PROXY'),
+    adminUsername: env.ADMIN_USERNAME || 'admin',
+    adminPassword: env.ADMIN_PASSWORD || null,
+    maxUploadBytes: integer(env, 'MAX_UPLOAD_BYTES', 4 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
+    corsOrigin: env.CORS_ORIGIN || '*',
+    logLevel: env.LOG_LEVEL || 'info',
+    heartbeatFlushMs: integer(env, 'HEARTBEAT_FLUSH_MS', 1000, 10, 60_000),
+    cacheCheckMs: integer(env, 'CACHE_CHECK_MS', 1000, 10, 60_000),
+    loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 20, 1, 1_000_000),
+  });
+}

@@ -1,0 +1,58 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import SQLite from 'better-sqlite3';
+import { CamelCasePlugin, Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+import type { DatabaseConfig } from '../config.js';
+import { migrationProvider } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type Db = Kysely<Database>;
+export type Engine = DatabaseConfig['kind'];
+
+export interface DatabaseHandle {
+  readonly db: Db;
+  readonly engine: Engine;
+  close(): Promise<void>;
+}
+
+const INT8_OID = 20;
+
+function sqliteDialect(file: string): SqliteDialect {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const sqlite = new SQLite(file);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('foreign_keys = ON');
+  sqlite.pragma('busy_timeout = 5000');
+  return new SqliteDialect({ database: sqlite });
+}
+
+function postgresDialect(url: string): PostgresDialect {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    // Byte sizes are bigint; every value we store fits in a double, so read them as numbers.
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+        oid === INT8_OID
+          ? (v: string) => Number(v)
+          : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+    },
+  });
+  return new PostgresDialect({ pool });
+}
+
+/** Opens the configured engine and applies every pending migration. */
+export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
+  const dialect = config.kind === 'sqlite' ? sqliteDialect(config.file) : postgresDialect(config.url);
+  const raw = new Kysely<unknown>({ dialect });
+  const { error, results } = await new Migrator({ db: raw, provider: migrationProvider }).migrateToLatest();
+  if (error !== undefined) {
+    await raw.destroy();
+    const failed = results?.find((r) => r.status === 'Error');
+    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);
+  }
+  const db = raw.withPlugin(new CamelCasePlugin()) as unknown as Db;
+  return { db, engine: config.kind, close: () => raw.destroy() };
+}

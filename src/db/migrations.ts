@@ -1,0 +1,237 @@
+import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
+
+/*
+ * One migration history for SQLite and PostgreSQL. Only portable types are used: text for ids and
+ * ISO 8601 UTC timestamps (which sort as strings), integer for 0/1 flags and counters, bigint for
+ * byte sizes. Names are snake_case; the query layer maps them to camelCase.
+ */
+
+const m001Core: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('users')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('username', 'text', (c) => c.notNull().unique())
+      .addColumn('password_hash', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('sessions')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('user_id', 'text', (c) => c.notNull().references('users.id').onDelete('cascade'))
+      .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('last_seen_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('sessions_user_idx').on('sessions').column('user_id').execute();
+
+    await db.schema
+      .createTable('api_tokens')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('user_id', 'text', (c) => c.notNull().references('users.id').onDelete('cascade'))
+      .addColumn('name', 'text', (c) => c.notNull())
+      .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('last_used_at', 'text')
+      .execute();
+
+    await db.schema
+      .createTable('files')
+      .addColumn('key', 'text', (c) => c.primaryKey())
+      .addColumn('original_name', 'text', (c) => c.notNull())
+      .addColumn('size', 'bigint', (c) => c.notNull())
+      .addColumn('sha256', 'text', (c) => c.notNull())
+      .addColumn('content_type', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('software_packages')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('slug', 'text', (c) => c.notNull().unique())
+      .addColumn('name_zh', 'text', (c) => c.notNull())
+      .addColumn('name_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('description_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('description_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('software_versions')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('package_id', 'text', (c) => c.notNull().references('software_packages.id').onDelete('cascade'))
+      .addColumn('version', 'text', (c) => c.notNull())
+      .addColumn('version_code', 'bigint', (c) => c.notNull())
+      .addColumn('changelog_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('changelog_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('download_type', 'text', (c) => c.notNull().defaultTo('local'))
+      .addColumn('file_path', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('external_url', 'text')
+      .addColumn('file_size', 'bigint', (c) => c.notNull().defaultTo(0))
+      .addColumn('sha256', 'text')
+      .addColumn('force_update', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('min_version', 'text')
+      .addColumn('is_latest', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('wow_version', 'text', (c) => c.notNull())
+      .addColumn('download_count', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('launcher_download_count', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createIndex('software_versions_package_code_idx')
+      .on('software_versions')
+      .columns(['package_id', 'version_code'])
+      .execute();
+    await db.schema
+      .createIndex('software_versions_one_latest')
+      .on('software_versions')
+      .columns(['package_id', 'wow_version'])
+      .unique()
+      .where(sql.ref('is_latest'), '=', 1)
+      .execute();
+
+    await db.schema
+      .createTable('addons')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('slug', 'text', (c) => c.notNull().unique())
+      .addColumn('name_zh', 'text', (c) => c.notNull())
+      .addColumn('name_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('summary_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('summary_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('description_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('description_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('icon_url', 'text')
+      .addColumn('category', 'text', (c) => c.notNull().defaultTo('general'))
+      .addColumn('published', 'integer', (c) => c.notNull().defaultTo(1))
+      .addColumn('total_downloads', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('addons_updated_idx').on('addons').column('updated_at').execute();
+
+    await db.schema
+      .createTable('releases')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('addon_id', 'text', (c) => c.notNull().references('addons.id').onDelete('cascade'))
+      .addColumn('version', 'text', (c) => c.notNull())
+      .addColumn('changelog_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('changelog_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('download_type', 'text', (c) => c.notNull().defaultTo('local'))
+      .addColumn('file_path', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('external_url', 'text')
+      .addColumn('file_size', 'bigint', (c) => c.notNull().defaultTo(0))
+      .addColumn('sha256', 'text')
+      .addColumn('game_version', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('download_count', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('is_latest', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('wow_version', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createIndex('releases_addon_created_idx')
+      .on('releases')
+      .columns(['addon_id', 'created_at'])
+      .execute();
+    await db.schema.createIndex('releases_created_idx').on('releases').column('created_at').execute();
+    await db.schema
+      .createIndex('releases_one_latest')
+      .on('releases')
+      .columns(['addon_id', 'wow_version'])
+      .unique()
+      .where(sql.ref('is_latest'), '=', 1)
+      .execute();
+
+    await db.schema
+      .createTable('screenshots')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('addon_id', 'text', (c) => c.notNull().references('addons.id').onDelete('cascade'))
+      .addColumn('image_url', 'text', (c) => c.notNull())
+      .addColumn('sort_order', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createIndex('screenshots_addon_idx')
+      .on('screenshots')
+      .columns(['addon_id', 'sort_order'])
+      .execute();
+
+    await db.schema
+      .createTable('articles')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('slug', 'text', (c) => c.notNull().unique())
+      .addColumn('title_zh', 'text', (c) => c.notNull())
+      .addColumn('title_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('summary_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('summary_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('content_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('content_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('cover_image', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('published', 'integer', (c) => c.notNull().defaultTo(1))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('articles_created_idx').on('articles').column('created_at').execute();
+
+    await db.schema
+      .createTable('banners')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('image_url', 'text', (c) => c.notNull())
+      .addColumn('sort_order', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('enabled', 'integer', (c) => c.notNull().defaultTo(1))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('gallery_images')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('image_url', 'text', (c) => c.notNull())
+      .addColumn('title_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('title_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('sort_order', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('enabled', 'integer', (c) => c.notNull().defaultTo(1))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('devices')
+      .addColumn('device_id', 'text', (c) => c.primaryKey())
+      .addColumn('os', 'text')
+      .addColumn('os_version', 'text')
+      .addColumn('app_version', 'text')
+      .addColumn('ip', 'text')
+      .addColumn('first_seen_at', 'text', (c) => c.notNull())
+      .addColumn('last_seen_at', 'text', (c) => c.notNull())
+      .addColumn('heartbeat_count', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
+    await db.schema.createIndex('devices_last_seen_idx').on('devices').column('last_seen_at').execute();
+
+    await db.schema
+      .createTable('download_daily')
+      .addColumn('day', 'text', (c) => c.notNull())
+      .addColumn('kind', 'text', (c) => c.notNull())
+      .addColumn('count', 'integer', (c) => c.notNull().defaultTo(0))
+      .addPrimaryKeyConstraint('download_daily_pk', ['day', 'kind'])
+      .execute();
+
+    await db.schema
+      .createTable('content_state')
+      .addColumn('id', 'integer', (c) => c.primaryKey())
+      .addColumn('version', 'integer', (c) => c.notNull())
+      .execute();
+    await db
+      .insertInto('content_state' as never)
+      .values({ id: 1, version: 0 } as never)
+      .execute();
+  },
+};
+
+export const migrations: Record<string, Migration> = {
+  '001_core': m001Core,
+};
+
+export const migrationProvider: MigrationProvider = {
+  getMigrations: () => Promise.resolve(migrations),
+};

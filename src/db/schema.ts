@@ -1,0 +1,202 @@
+import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
+
+/** Flags are stored as 0/1 integers on both engines so one schema and one set of queries serve both. */
+export type Flag = number;
+
+export interface UsersTable {
+  id: string;
+  username: string;
+  passwordHash: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface SessionsTable {
+  id: string;
+  userId: string;
+  tokenHash: string;
+  createdAt: string;
+  lastSeenAt: string;
+}
+
+export interface ApiTokensTable {
+  id: string;
+  userId: string;
+  name: string;
+  tokenHash: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
+
+export interface FilesTable {
+  key: string;
+  originalName: string;
+  size: number;
+  sha256: string;
+  contentType: string;
+  createdAt: string;
+}
+
+export interface SoftwarePackagesTable {
+  id: string;
+  slug: string;
+  nameZh: string;
+  nameEn: string;
+  descriptionZh: string;
+  descriptionEn: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface SoftwareVersionsTable {
+  id: string;
+  packageId: string;
+  version: string;
+  versionCode: number;
+  changelogZh: string;
+  changelogEn: string;
+  downloadType: 'local' | 'url';
+  filePath: string;
+  externalUrl: string | null;
+  fileSize: number;
+  sha256: string | null;
+  forceUpdate: Flag;
+  minVersion: string | null;
+  isLatest: Flag;
+  wowVersion: string;
+  downloadCount: Generated<number>;
+  launcherDownloadCount: Generated<number>;
+  createdAt: string;
+}
+
+export interface AddonsTable {
+  id: string;
+  slug: string;
+  nameZh: string;
+  nameEn: string;
+  summaryZh: string;
+  summaryEn: string;
+  descriptionZh: string;
+  descriptionEn: string;
+  iconUrl: string | null;
+  category: string;
+  published: Flag;
+  totalDownloads: Generated<number>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ReleasesTable {
+  id: string;
+  addonId: string;
+  version: string;
+  changelogZh: string;
+  changelogEn: string;
+  downloadType: 'local' | 'url';
+  filePath: string;
+  externalUrl: string | null;
+  fileSize: number;
+  sha256: string | null;
+  gameVersion: string;
+  downloadCount: Generated<number>;
+  isLatest: Flag;
+  wowVersion: string;
+  createdAt: string;
+}
+
+export interface ScreenshotsTable {
+  id: string;
+  addonId: string;
+  imageUrl: string;
+  sortOrder: number;
+  createdAt: string;
+}
+
+export interface ArticlesTable {
+  id: string;
+  slug: string;
+  titleZh: string;
+  titleEn: string;
+  summaryZh: string;
+  summaryEn: string;
+  contentZh: string;
+  contentEn: string;
+  coverImage: string;
+  published: Flag;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface BannersTable {
+  id: string;
+  imageUrl: string;
+  sortOrder: number;
+  enabled: Flag;
+  createdAt: string;
+}
+
+export interface GalleryImagesTable {
+  id: string;
+  imageUrl: string;
+  titleZh: string;
+  titleEn: string;
+  sortOrder: number;
+  enabled: Flag;
+  createdAt: string;
+}
+
+export interface DevicesTable {
+  deviceId: string;
+  os: string | null;
+  osVersion: string | null;
+  appVersion: string | null;
+  ip: string | null;
+  firstSeenAt: string;
+  lastSeenAt: string;
+  heartbeatCount: number;
+}
+
+/** Daily roll-up of counted downloads, by kind (`installer`, `launcher`, `addon`). */
+export interface DownloadDailyTable {
+  day: string;
+  kind: string;
+  count: number;
+}
+
+/** One row (`id = 1`) whose `version` every content write bumps, so each instance can tell its caches are stale. */
+export interface ContentStateTable {
+  id: number;
+  version: number;
+}
+
+export interface Database {
+  users: UsersTable;
+  sessions: SessionsTable;
+  apiTokens: ApiTokensTable;
+  files: FilesTable;
+  softwarePackages: SoftwarePackagesTable;
+  softwareVersions: SoftwareVersionsTable;
+  addons: AddonsTable;
+  releases: ReleasesTable;
+  screenshots: ScreenshotsTable;
+  articles: ArticlesTable;
+  banners: BannersTable;
+  galleryImages: GalleryImagesTable;
+  devices: DevicesTable;
+  downloadDaily: DownloadDailyTable;
+  contentState: ContentStateTable;
+}
+
+export type UserRow = Selectable<UsersTable>;
+export type FileRow = Selectable<FilesTable>;
+export type PackageRow = Selectable<SoftwarePackagesTable>;
+export type VersionRow = Selectable<SoftwareVersionsTable>;
+export type NewVersion = Insertable<SoftwareVersionsTable>;
+export type VersionUpdate = Updateable<SoftwareVersionsTable>;
+export type AddonRow = Selectable<AddonsTable>;
+export type ReleaseRow = Selectable<ReleasesTable>;
+export type ScreenshotRow = Selectable<ScreenshotsTable>;
+export type ArticleRow = Selectable<ArticlesTable>;
+export type BannerRow = Selectable<BannersTable>;
+export type GalleryRow = Selectable<GalleryImagesTable>;
+export type DeviceRow = Selectable<DevicesTable>;

@@ -1,0 +1,61 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+
+/** A failure the client caused or may see: becomes `{error: message}` with `status`. */
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+}
+
+export const badRequest = (message: string) => new AppError(400, message);
+export const unauthorized = (message = 'authentication required') => new AppError(401, message);
+export const forbidden = (message: string) => new AppError(403, message);
+export const notFound = (message: string) => new AppError(404, message);
+export const conflict = (message: string) => new AppError(409, message);
+
+interface ValidationIssue {
+  instancePath?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+  keyword?: string;
+}
+
+/** Turns an Ajv error into a message that names the field, e.g. `body.name: must be string`. */
+function validationMessage(error: FastifyError): string {
+  const issue = (error.validation?.[0] ?? {}) as ValidationIssue;
+  const context = error.validationContext ?? 'request';
+  const pathParts = (issue.instancePath ?? '').split('/').filter((p) => p !== '');
+  const missing = issue.keyword === 'required' ? issue.params?.missingProperty : undefined;
+  if (typeof missing === 'string') pathParts.push(missing);
+  const extra = issue.keyword === 'additionalProperties' ? issue.params?.additionalProperty : undefined;
+  if (typeof extra === 'string') return `${[context, ...pathParts, extra].join('.')}: unknown field`;
+  const where = [context, ...pathParts].join('.');
+  if (typeof missing === 'string') return `${where}: is required`;
+  return `${where}: ${issue.message ?? 'is invalid'}`;
+}
+
+/** One error shape for every failure: `{error: "<message>"}`; 5xx never leak details. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    if (error instanceof AppError) {
+      return reply.code(error.status).send({ error: error.message });
+    }
+    if (error.validation) {
+      return reply.code(400).send({ error: validationMessage(error) });
+    }
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      if (status === 429) return reply.code(429).send({ error: 'too many requests, try again later' });
+      return reply.code(status).send({ error: error.message });
+    }
+    request.log.error({ err: error }, 'request failed');
+    return reply.code(500).send({ error: 'internal server error' });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
+  });
+}

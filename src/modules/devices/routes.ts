@@ -1,0 +1,102 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../../context.js';
+import { adminScope, scoped } from '../../http/auth.js';
+import { badRequest } from '../../http/errors.js';
+import { integerQuery } from '../../http/query.js';
+import { ErrorResponse } from '../../http/schemas.js';
+
+const PRINTABLE = '^(?=.*\\S)[^\\u0000-\\u001f\\u007f]+$';
+const OptionalField = Type.Optional(Type.String({ maxLength: 128 }));
+
+const HeartbeatBody = Type.Object({
+  deviceId: Type.String({ minLength: 1, maxLength: 128, pattern: PRINTABLE, description: 'stable machine id or UUID' }),
+  os: OptionalField,
+  osVersion: OptionalField,
+  appVersion: OptionalField,
+});
+
+const Device = Type.Object({
+  deviceId: Type.String(),
+  os: Type.Union([Type.String(), Type.Null()]),
+  osVersion: Type.Union([Type.String(), Type.Null()]),
+  appVersion: Type.Union([Type.String(), Type.Null()]),
+  ip: Type.Union([Type.String(), Type.Null()]),
+  firstSeenAt: Type.String(),
+  lastSeenAt: Type.String(),
+  heartbeatCount: Type.Integer(),
+  online: Type.Boolean(),
+});
+
+const Stats = Type.Object({
+  online: Type.Integer(),
+  total: Type.Integer(),
+  onlineByAppVersion: Type.Array(Type.Object({ appVersion: Type.String(), count: Type.Integer() })),
+  onlineByOs: Type.Array(Type.Object({ os: Type.String(), count: Type.Integer() })),
+});
+
+export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
+  const { devices } = ctx;
+  return async (app) => {
+    await app.register(
+      scoped(async (beat) => {
+        // navigator.sendBeacon and some HTTP clients send JSON as text/plain: take it as JSON too.
+        beat.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) => {
+          try {
+            done(null, JSON.parse(body as string));
+          } catch {
+            done(badRequest('body: is not valid JSON'), undefined);
+          }
+        });
+        beat.post(
+          '/api/launcher/heartbeat',
+          {
+            schema: {
+              tags: ['launcher'],
+              summary: 'Launcher heartbeat: send at start, then every 60 s; silent for over 3 minutes means offline',
+              body: HeartbeatBody,
+              response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorResponse },
+            },
+          },
+          async (request, reply) => {
+            devices.record({ ...request.body, ip: request.ip });
+            reply.header('Cache-Control', 'no-store');
+            return { ok: true as const };
+          },
+        );
+      }),
+    );
+
+    await app.register(
+      adminScope(ctx.auth, async (admin) => {
+        admin.get(
+          '/api/admin/devices/stats',
+          {
+            schema: {
+              tags: ['devices (admin)'],
+              summary: 'Launchers online now and in total',
+              response: { 200: Stats },
+            },
+          },
+          async () => devices.stats(),
+        );
+        admin.get(
+          '/api/admin/devices',
+          {
+            schema: {
+              tags: ['devices (admin)'],
+              summary: 'Devices, most recently seen first',
+              querystring: Type.Object({ online: Type.Optional(Type.String()), limit: Type.Optional(Type.String()) }),
+              response: { 200: Type.Array(Device), 400: ErrorResponse },
+            },
+          },
+          async (request) =>
+            devices.list({
+              onlineOnly: request.query.online === '1' || request.query.online === 'true',
+              limit: Math.min(integerQuery(request.query.limit, 'limit', 100, 1), 10_000),
+            }),
+        );
+      }),
+    );
+  };
+}

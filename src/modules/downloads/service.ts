@@ -1,0 +1,160 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sql } from 'kysely';
+import parseRange from 'range-parser';
+import type { Db } from '../../db/index.js';
+import { notFound } from '../../http/errors.js';
+import { keyFromFilePath, type Storage } from '../../storage/storage.js';
+import type { FileService } from '../files/service.js';
+import { servedType } from '../files/service.js';
+
+/** The kinds of counted downloads kept in the daily roll-up. */
+export type DownloadKind = 'installer' | 'launcher' | 'addon';
+
+/** What a download endpoint serves: a file in the store or an external link. */
+export type DownloadTarget =
+  { type: 'local'; filePath: string; fileName: string; sha256: string | null } | { type: 'url'; url: string };
+
+export interface ServeOptions {
+  /** Runs once when the request is a counted download (GET from byte 0, or a redirect). */
+  count?: () => Promise<void>;
+  /** `attachment` for downloads; `auto` serves images inline (the `/uploads/` route). */
+  disposition: 'attachment' | 'auto';
+}
+
+/** RFC 6266 `Content-Disposition` with an ASCII fallback and the RFC 5987 UTF-8 name. */
+export function contentDisposition(type: 'attachment' | 'inline', fileName: string): string {
+  const ascii =
+    fileName
+      .normalize('NFKD')
+      .replace(/[^\x20-\x7e]/g, '_')
+      .replace(/["\\%]/g, '_') || 'download';
+  const encoded = encodeURIComponent(fileName).replace(
+    /['()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+  return `${type}; filename="${ascii}"; filename*=UTF-8''${encoded}`;
+}
+
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  if (header.trim() === '*') return true;
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
+}
+
+/** The day (UTC) a download is rolled up under. */
+export const dayOf = (date: Date) => date.toISOString().slice(0, 10);
+
+/**
+ * The one download path: conditional requests, ranges, HEAD, redirects and counting, streaming
+ * from the store so that memory stays flat whatever the file size.
+ */
+export class DownloadService {
+  constructor(
+    private readonly db: Db,
+    private readonly storage: Storage,
+    private readonly files: FileService,
+  ) {}
+
+  async serve(request: FastifyRequest, reply: FastifyReply, target: DownloadTarget, options: ServeOptions) {
+    const counted = request.method === 'GET';
+    if (target.type === 'url') {
+      if (counted) await options.count?.();
+      return reply.code(302).header('Cache-Control', 'no-store').redirect(target.url);
+    }
+    const key = keyFromFilePath(target.filePath);
+    const info = key === null ? null : await this.storage.stat(key);
+    if (key === null || info === null) throw notFound('file not found');
+
+    const etag = `"${target.sha256 ?? `${info.size.toString(16)}-${info.lastModified.getTime().toString(16)}`}"`;
+    const { contentType, inline } = servedType(target.fileName);
+    const disposition = options.disposition === 'auto' && inline ? 'inline' : 'attachment';
+    reply
+      .header('Accept-Ranges', 'bytes')
+      .header('ETag', etag)
+      .header('Last-Modified', info.lastModified.toUTCString())
+      .header('Content-Type', disposition === 'inline' ? contentType : 'application/octet-stream')
+      .header('Content-Disposition', contentDisposition(disposition, target.fileName))
+      .header('X-Content-Type-Options', 'nosniff');
+
+    if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send();
+
+    let start = 0;
+    let end = info.size - 1;
+    const rangeHeader = request.headers.range;
+    const ifRange = request.headers['if-range'];
+    const rangeApplies =
+      typeof rangeHeader === 'string' &&
+      (ifRange === undefined || ifRange === etag || ifRange === info.lastModified.toUTCString());
+    if (rangeApplies) {
+      const ranges = parseRange(info.size, rangeHeader, { combine: true });
+      if (ranges === -1) {
+        reply.header('Content-Range', `bytes */${info.size}`);
+        reply.removeHeader('Content-Disposition');
+        return reply
+          .code(416)
+          .header('Content-Type', 'application/json; charset=utf-8')
+          .send({ error: `range not satisfiable for a file of ${info.size} bytes` });
+      }
+      // A malformed header (-2) or several ranges: answer with the whole file, as RFC 9110 allows.
+      const first = ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1 ? ranges[0] : undefined;
+      if (first !== undefined) {
+        start = first.start;
+        end = first.end;
+        reply.code(206).header('Content-Range', `bytes ${start}-${end}/${info.size}`);
+      }
+    }
+    const length = info.size === 0 ? 0 : end - start + 1;
+    reply.header('Content-Length', length);
+    if (request.method === 'HEAD') return reply.send();
+    if (start === 0) await options.count?.();
+    if (length === 0) return reply.send('');
+    return reply.send(await this.storage.read(key, { start, end }));
+  }
+
+  /** One counted download of a software version; `launcher` also counts as a launcher self-update. */
+  async countVersion(versionId: string, launcher: boolean): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('softwareVersions')
+        .set((eb) => ({
+          downloadCount: eb('downloadCount', '+', 1),
+          ...(launcher ? { launcherDownloadCount: eb('launcherDownloadCount', '+', 1) } : {}),
+        }))
+        .where('id', '=', versionId)
+        .execute();
+      await this.rollUp(trx, launcher ? 'launcher' : 'installer');
+    });
+  }
+
+  /** One counted download of an addon release: the release's count and the addon's total. */
+  async countRelease(releaseId: string, addonId: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('releases')
+        .set((eb) => ({ downloadCount: eb('downloadCount', '+', 1) }))
+        .where('id', '=', releaseId)
+        .execute();
+      await trx
+        .updateTable('addons')
+        .set((eb) => ({ totalDownloads: eb('totalDownloads', '+', 1) }))
+        .where('id', '=', addonId)
+        .execute();
+      await this.rollUp(trx, 'addon');
+    });
+  }
+
+  private async rollUp(trx: Db, kind: DownloadKind): Promise<void> {
+    await trx
+      .insertInto('downloadDaily')
+      .values({ day: dayOf(new Date()), kind, count: 1 })
+      .onConflict((oc) => oc.columns(['day', 'kind']).doUpdateSet({ count: sql`download_daily.count + 1` }))
+      .execute();
+  }
+
+  /** The download file name of a stored file: its uploaded name, else the last part of its key. */
+  async fileName(filePath: string, fallback: string): Promise<string> {
+    const key = keyFromFilePath(filePath);
+    const original = key === null ? null : await this.files.originalName(key);
+    return original ?? fallback;
+  }
+}

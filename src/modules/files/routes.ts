@@ -1,0 +1,78 @@
+import multipart from '@fastify/multipart';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../../context.js';
+import { adminScope } from '../../http/auth.js';
+import { AppError, badRequest } from '../../http/errors.js';
+import { ErrorResponse } from '../../http/schemas.js';
+import { filePathFromKey, isSafeKey } from '../../storage/storage.js';
+
+const Uploaded = Type.Object({
+  filePath: Type.String({ description: 'server path, usable as imageUrl or filePath' }),
+  originalName: Type.String(),
+  size: Type.Integer(),
+  sha256: Type.String(),
+});
+
+export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
+  const { files, downloads } = ctx;
+  return async (app) => {
+    await app.register(
+      adminScope(ctx.auth, async (admin) => {
+        await admin.register(multipart, {
+          limits: { fileSize: ctx.config.maxUploadBytes, files: 1, fields: 10, parts: 12 },
+        });
+        admin.post(
+          '/api/upload',
+          {
+            schema: {
+              tags: ['files (admin)'],
+              summary: 'Upload one file (multipart part `file`); streamed to the store',
+              consumes: ['multipart/form-data'],
+              response: { 201: Uploaded, 400: ErrorResponse, 413: ErrorResponse, 415: ErrorResponse },
+            },
+          },
+          async (request, reply) => {
+            if (!request.isMultipart()) throw new AppError(415, 'expected multipart/form-data with a part named file');
+            const part = await request.file();
+            if (part === undefined) throw badRequest('body.file: is required');
+            if (part.fieldname !== 'file') {
+              part.file.resume();
+              throw badRequest(`body.file: is required (got a part named "${part.fieldname}")`);
+            }
+            const uploaded = await files.upload(part.file, part.filename || 'file', part.mimetype);
+            if (part.file.truncated) {
+              await files.discard(uploaded.filePath);
+              throw new AppError(413, `file is larger than the limit of ${ctx.config.maxUploadBytes} bytes`);
+            }
+            return reply.code(201).send(uploaded);
+          },
+        );
+      }),
+    );
+
+    app.get(
+      '/uploads/*',
+      {
+        schema: {
+          tags: ['files'],
+          summary: 'A stored file: images inline, everything else as an attachment',
+          params: Type.Object({ '*': Type.String() }),
+          response: { 200: Type.Unknown({ description: 'the file' }), 404: ErrorResponse },
+        },
+      },
+      async (request, reply) => {
+        const key = request.params['*'];
+        if (!isSafeKey(key)) throw badRequest('path: not a valid file path');
+        const filePath = filePathFromKey(key);
+        const fallback = key.split('/').pop() ?? 'file';
+        return downloads.serve(
+          request,
+          reply,
+          { type: 'local', filePath, fileName: await downloads.fileName(filePath, fallback), sha256: null },
+          { disposition: 'auto' },
+        );
+      },
+    );
+  };
+}

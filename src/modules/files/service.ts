@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { Db } from '../../db/index.js';
+import { nowIso } from '../../domain/clock.js';
+import { badRequest } from '../../http/errors.js';
+import { hashingCounter } from '../../storage/local.js';
+import { filePathFromKey, keyFromFilePath, type Storage } from '../../storage/storage.js';
+
+export interface UploadedFile {
+  filePath: string;
+  originalName: string;
+  size: number;
+  sha256: string;
+}
+
+/** What a version or release records about the stored file its `filePath` names. */
+export interface StoredFileFacts {
+  filePath: string;
+  size: number;
+  sha256: string;
+}
+
+const IMAGE_TYPES: Readonly<Record<string, string>> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+  avif: 'image/avif',
+  ico: 'image/x-icon',
+};
+
+function extension(name: string): string {
+  const match = /\.([A-Za-z0-9]{1,10})$/.exec(name);
+  return match?.[1]?.toLowerCase() ?? '';
+}
+
+/** Images are shown inline with their type; anything else is an `application/octet-stream` attachment. */
+export function servedType(name: string): { contentType: string; inline: boolean } {
+  const image = IMAGE_TYPES[extension(name)];
+  return image ? { contentType: image, inline: true } : { contentType: 'application/octet-stream', inline: false };
+}
+
+/** A store key that keeps a readable, ASCII-safe form of the original name after a unique part. */
+export function keyForUpload(originalName: string, now = new Date()): string {
+  const base = originalName.split(/[\\/]/).pop() ?? '';
+  const safe = base
+    .normalize('NFKD')
+    .replace(/[^A-Za-z0-9._-]+/g, '_')
+    .replace(/^[._]+/, '')
+    .slice(-80);
+  const month = now.toISOString().slice(0, 7);
+  return `${month}/${randomUUID()}${safe === '' ? '' : `-${safe}`}`;
+}
+
+export class FileService {
+  constructor(
+    private readonly db: Db,
+    private readonly storage: Storage,
+  ) {}
+
+  async upload(source: Readable, originalName: string, mimeType: string): Promise<UploadedFile> {
+    const key = keyForUpload(originalName);
+    const written = await this.storage.write(key, source, servedType(originalName).contentType);
+    await this.db
+      .insertInto('files')
+      .values({
+        key,
+        originalName,
+        size: written.size,
+        sha256: written.sha256,
+        contentType: mimeType,
+        createdAt: nowIso(),
+      })
+      .execute();
+    return { filePath: filePathFromKey(key), originalName, ...written };
+  }
+
+  /** Removes an object that was written but must not be kept (e.g. an upload over the size limit). */
+  async discard(filePath: string): Promise<void> {
+    const key = keyFromFilePath(filePath);
+    if (key === null) return;
+    await this.storage.delete(key);
+    await this.db.deleteFrom('files').where('key', '=', key).execute();
+  }
+
+  /** The original name of an uploaded file, used for download file names. */
+  async originalName(key: string): Promise<string | null> {
+    const row = await this.db.selectFrom('files').select('originalName').where('key', '=', key).executeTakeFirst();
+    return row?.originalName ?? null;
+  }
+
+  /**
+   * Checks that `filePath` names a file in the store and returns its size and digest: from the
+   * upload record when there is one, else by reading the object once. Anything else is a 400.
+   */
+  async facts(filePath: string, field: string): Promise<StoredFileFacts> {
+    const key = keyFromFilePath(filePath);
+    if (key === null) throw badRequest(`${field}: must name a file in the store (/uploads/…)`);
+    const info = await this.storage.stat(key);
+    if (info === null) throw badRequest(`${field}: no such file in the store: ${filePath}`);
+    const row = await this.db.selectFrom('files').select(['size', 'sha256']).where('key', '=', key).executeTakeFirst();
+    if (row && row.size === info.size) return { filePath, size: info.size, sha256: row.sha256 };
+    const counter = hashingCounter();
+    const stream = await this.storage.read(key);
+    for await (const chunk of stream.pipe(counter)) void chunk;
+    return { filePath, ...counter.digest() };
+  }
+}

@@ -1,0 +1,77 @@
+import type { Db } from '../../db/index.js';
+import type { PackageRow, VersionRow } from '../../db/schema.js';
+import { CHANNEL } from '../../domain/channel.js';
+
+export function findPackage(db: Db, idOrSlug: string): Promise<PackageRow | undefined> {
+  return db
+    .selectFrom('softwarePackages')
+    .selectAll()
+    .where((eb) => eb.or([eb('id', '=', idOrSlug), eb('slug', '=', idOrSlug)]))
+    .executeTakeFirst();
+}
+
+export function findPackageBySlug(db: Db, slug: string): Promise<PackageRow | undefined> {
+  return db.selectFrom('softwarePackages').selectAll().where('slug', '=', slug).executeTakeFirst();
+}
+
+export function listPackages(db: Db): Promise<PackageRow[]> {
+  return db.selectFrom('softwarePackages').selectAll().orderBy('createdAt', 'asc').orderBy('id').execute();
+}
+
+/** Versions of the channel, newest `versionCode` first. */
+export function versionsOf(db: Db, packageIds: readonly string[]): Promise<VersionRow[]> {
+  if (packageIds.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('softwareVersions')
+    .selectAll()
+    .where('packageId', 'in', packageIds)
+    .where('wowVersion', '=', CHANNEL)
+    .orderBy('versionCode', 'desc')
+    .orderBy('createdAt', 'desc')
+    .execute();
+}
+
+/** The latest version of a package: the flagged one, else the highest `versionCode`. */
+export async function latestVersion(db: Db, packageId: string): Promise<VersionRow | undefined> {
+  return db
+    .selectFrom('softwareVersions')
+    .selectAll()
+    .where('packageId', '=', packageId)
+    .where('wowVersion', '=', CHANNEL)
+    .orderBy('isLatest', 'desc')
+    .orderBy('versionCode', 'desc')
+    .orderBy('createdAt', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+export function findVersion(db: Db, id: string): Promise<VersionRow | undefined> {
+  return db.selectFrom('softwareVersions').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Makes `versionId` the only latest version of its package in the channel. */
+export async function moveLatest(trx: Db, packageId: string, versionId: string): Promise<void> {
+  await trx
+    .updateTable('softwareVersions')
+    .set({ isLatest: 0 })
+    .where('packageId', '=', packageId)
+    .where('wowVersion', '=', CHANNEL)
+    .where('isLatest', '=', 1)
+    .where('id', '!=', versionId)
+    .execute();
+  await trx.updateTable('softwareVersions').set({ isLatest: 1 }).where('id', '=', versionId).execute();
+}
+
+/** After the latest was deleted: flags the remaining version with the highest `versionCode`. */
+export async function reflagLatest(trx: Db, packageId: string): Promise<void> {
+  const flagged = await trx
+    .selectFrom('softwareVersions')
+    .select('id')
+    .where('packageId', '=', packageId)
+    .where('wowVersion', '=', CHANNEL)
+    .where('isLatest', '=', 1)
+    .executeTakeFirst();
+  if (flagged) return;
+  const next = await latestVersion(trx, packageId);
+  if (next) await moveLatest(trx, packageId, next.id);
+}

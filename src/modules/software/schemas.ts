@@ -1,0 +1,163 @@
+import { Type } from 'typebox';
+import { bilingualBody } from '../../http/bilingual.js';
+import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
+import { SlugBody } from '../../http/slug.js';
+
+const Text = Type.String();
+const NullableText = Type.Union([Type.String(), Type.Null()]);
+
+export const VersionSchema = Type.Object({
+  id: Text,
+  packageId: Text,
+  version: Text,
+  versionCode: Type.Integer(),
+  changelog: Text,
+  changelogZh: Text,
+  changelogEn: Text,
+  downloadType: Type.Union([Type.Literal('local'), Type.Literal('url')]),
+  filePath: Text,
+  externalUrl: NullableText,
+  fileSize: Type.Number(),
+  sha256: NullableText,
+  forceUpdate: Type.Boolean(),
+  minVersion: NullableText,
+  isLatest: Type.Boolean(),
+  wowVersion: Text,
+  downloadCount: Type.Integer(),
+  launcherDownloadCount: Type.Integer(),
+  createdAt: Text,
+});
+
+export const VersionWithLangSchema = Type.Intersect([VersionSchema, Type.Object({ lang: LangEnum })]);
+
+export const PackageSchema = Type.Object({
+  id: Text,
+  slug: Text,
+  name: Text,
+  nameZh: Text,
+  nameEn: Text,
+  description: Text,
+  descriptionZh: Text,
+  descriptionEn: Text,
+  createdAt: Text,
+  updatedAt: Text,
+  versions: Type.Array(VersionSchema),
+  _count: Type.Object({ versions: Type.Integer() }),
+  lang: LangEnum,
+});
+
+export const CheckUpdateQuery = Type.Object({
+  slug: Type.Optional(Type.String()),
+  versionCode: Type.Optional(Type.String({ description: "client's current versionCode (integer, default 0)" })),
+  ...ChannelQuery,
+  ...LangQuery,
+});
+
+export const CheckUpdateResponse = Type.Object({
+  hasUpdate: Type.Boolean(),
+  forceUpdate: Type.Boolean(),
+  lang: LangEnum,
+  wowVersion: Text,
+  latest: Type.Object({
+    version: Text,
+    versionCode: Type.Integer(),
+    changelog: Text,
+    changelogZh: Text,
+    changelogEn: Text,
+    downloadUrl: Text,
+    fileSize: Type.Number(),
+    minVersion: NullableText,
+    wowVersion: Text,
+    createdAt: Text,
+    sha256: NullableText,
+    forceUpdate: Type.Boolean(),
+  }),
+});
+
+export const LatestQuery = Type.Object({
+  info: Type.Optional(Type.String({ description: '`1`: answer JSON metadata instead of the file' })),
+  track: Type.Optional(Type.String({ description: 'with `info=1`: `1` also counts a download' })),
+  ...ChannelQuery,
+  ...LangQuery,
+});
+
+export const LatestInfoResponse = Type.Object({
+  available: Type.Boolean(),
+  version: Type.Optional(Text),
+  versionCode: Type.Optional(Type.Integer()),
+  changelog: Type.Optional(Text),
+  changelogZh: Type.Optional(Text),
+  changelogEn: Type.Optional(Text),
+  fileSize: Type.Optional(Type.Number()),
+  sha256: Type.Optional(NullableText),
+  createdAt: Type.Optional(Text),
+  downloadUrl: Type.Optional(Text),
+  downloadType: Type.Optional(Text),
+  lang: Type.Optional(LangEnum),
+});
+
+export const ChangelogQuery = Type.Object({ slug: Type.Optional(Type.String()), ...ChannelQuery, ...LangQuery });
+
+export const ChangelogResponse = Type.Object({
+  name: Text,
+  nameZh: Text,
+  nameEn: Text,
+  slug: Text,
+  lang: LangEnum,
+  wowVersion: Text,
+  versions: Type.Array(
+    Type.Object({
+      version: Text,
+      versionCode: Type.Integer(),
+      changelog: Text,
+      changelogZh: Text,
+      changelogEn: Text,
+      fileSize: Type.Number(),
+      isLatest: Type.Boolean(),
+      forceUpdate: Type.Boolean(),
+      wowVersion: Text,
+      createdAt: Text,
+    }),
+  ),
+});
+
+export const DownloadQuery = Type.Object({
+  source: Type.Optional(Type.String({ description: '`launcher` marks a launcher self-update' })),
+});
+
+export const PackageCreateBody = Type.Object(
+  { slug: SlugBody, ...bilingualBody('name', 200), ...bilingualBody('description') },
+  { additionalProperties: false },
+);
+export const PackageUpdateBody = Type.Partial(PackageCreateBody, { additionalProperties: false });
+
+const versionFields = {
+  version: Type.String({ minLength: 1, maxLength: 64 }),
+  versionCode: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+  ...bilingualBody('changelog'),
+  downloadType: Type.Union([Type.Literal('local'), Type.Literal('url')]),
+  filePath: Type.String({ maxLength: 1024 }),
+  externalUrl: Type.Union([Type.String({ maxLength: 2048 }), Type.Null()]),
+  fileSize: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+  sha256: Type.Union([Type.String({ pattern: '^[0-9a-fA-F]{64}$' }), Type.Null()]),
+  forceUpdate: Type.Boolean(),
+  minVersion: Type.Union([Type.String({ maxLength: 64 }), Type.Null()]),
+  wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),
+};
+
+const optionalVersionFields = Type.Partial(Type.Object(versionFields)).properties;
+
+export const VersionCreateBody = Type.Object(
+  {
+    ...optionalVersionFields,
+    version: versionFields.version,
+    versionCode: versionFields.versionCode,
+    isLatest: Type.Optional(Type.Boolean({ description: 'ignored: a new version is always the latest' })),
+  },
+  { additionalProperties: false },
+);
+
+export const VersionUpdateBody = Type.Object(
+  { ...optionalVersionFields, isLatest: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);

@@ -1,0 +1,317 @@
+import type { Static } from 'typebox';
+import type { AppContext } from '../../context.js';
+import { isUniqueViolation } from '../../db/errors.js';
+import type { PackageRow, VersionRow, VersionUpdate } from '../../db/schema.js';
+import { CHANNEL } from '../../domain/channel.js';
+import { newId, nowIso } from '../../domain/clock.js';
+import { type Lang, localize } from '../../domain/lang.js';
+import { decideUpdate } from '../../domain/update.js';
+import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { checkSlug, checkUrl, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
+import type { DownloadTarget } from '../downloads/service.js';
+import { effectiveLatest, type Package, toPackage, toVersion, type Version } from './mapper.js';
+import * as repo from './repository.js';
+import type {
+  ChangelogResponse,
+  CheckUpdateResponse,
+  PackageCreateBody,
+  PackageUpdateBody,
+  VersionCreateBody,
+  VersionUpdateBody,
+} from './schemas.js';
+
+type CheckUpdate = Static<typeof CheckUpdateResponse>;
+
+export const downloadPath = (versionId: string) => `/api/software/download/${encodeURIComponent(versionId)}`;
+
+export class SoftwareService {
+  readonly launcherSlug: string;
+  readonly patchSlug: string;
+
+  constructor(private readonly ctx: AppContext) {
+    this.launcherSlug = `${ctx.config.appName}-launcher`;
+    this.patchSlug = `${ctx.config.appName}-launcher-patch`;
+  }
+
+  private get db() {
+    return this.ctx.db;
+  }
+
+  async list(lang: Lang): Promise<Package[]> {
+    const packages = await repo.listPackages(this.db);
+    const versions = await repo.versionsOf(
+      this.db,
+      packages.map((p) => p.id),
+    );
+    return packages.map((p) =>
+      toPackage(
+        p,
+        versions.filter((v) => v.packageId === p.id),
+        lang,
+        'latest',
+      ),
+    );
+  }
+
+  async detail(idOrSlug: string, lang: Lang): Promise<Package> {
+    const row = await repo.findPackage(this.db, idOrSlug);
+    if (!row) throw notFound(`software package not found: ${idOrSlug}`);
+    return toPackage(row, await repo.versionsOf(this.db, [row.id]), lang, 'all');
+  }
+
+  /** The package and its latest version, cached until the next publish (on any instance). */
+  private latestOf(slug: string): Promise<{ pkg: PackageRow; latest: VersionRow | null } | null> {
+    return this.ctx.cache.get(`software:latest:${slug}`, async () => {
+      const pkg = await repo.findPackageBySlug(this.db, slug);
+      if (!pkg) return null;
+      return { pkg, latest: (await repo.latestVersion(this.db, pkg.id)) ?? null };
+    });
+  }
+
+  async checkUpdate(slug: string, clientCode: number, lang: Lang, baseUrl: string): Promise<CheckUpdate> {
+    const found = await this.latestOf(slug);
+    if (!found) throw notFound(`software package not found: ${slug}`);
+    const { latest } = found;
+    if (!latest) throw notFound(`software package ${slug} has no version`);
+    return {
+      ...decideUpdate({ versionCode: latest.versionCode, forceUpdate: latest.forceUpdate === 1 }, clientCode),
+      lang,
+      wowVersion: CHANNEL,
+      latest: {
+        version: latest.version,
+        versionCode: latest.versionCode,
+        ...localize('changelog', latest.changelogZh, latest.changelogEn, lang),
+        downloadUrl: `${baseUrl}${downloadPath(latest.id)}?source=launcher`,
+        fileSize: latest.fileSize,
+        minVersion: latest.minVersion,
+        wowVersion: CHANNEL,
+        createdAt: latest.createdAt,
+        sha256: latest.sha256,
+        forceUpdate: latest.forceUpdate === 1,
+      },
+    };
+  }
+
+  /** The launcher full package's latest version, or null when there is none. */
+  async launcherLatest(): Promise<VersionRow | null> {
+    return (await this.latestOf(this.launcherSlug))?.latest ?? null;
+  }
+
+  async changelog(slug: string, lang: Lang): Promise<Static<typeof ChangelogResponse>> {
+    const pkg = await repo.findPackageBySlug(this.db, slug);
+    if (!pkg) throw notFound(`software package not found: ${slug}`);
+    const versions = await repo.versionsOf(this.db, [pkg.id]);
+    const latestId = effectiveLatest(versions)?.id;
+    return {
+      ...localize('name', pkg.nameZh, pkg.nameEn, lang),
+      slug: pkg.slug,
+      lang,
+      wowVersion: CHANNEL,
+      versions: versions.map((v) => {
+        const full = toVersion(v, lang, latestId);
+        return {
+          version: full.version,
+          versionCode: full.versionCode,
+          changelog: full.changelog,
+          changelogZh: full.changelogZh,
+          changelogEn: full.changelogEn,
+          fileSize: full.fileSize,
+          isLatest: full.isLatest,
+          forceUpdate: full.forceUpdate,
+          wowVersion: CHANNEL,
+          createdAt: full.createdAt,
+        };
+      }),
+    };
+  }
+
+  async version(versionId: string): Promise<VersionRow> {
+    const row = await repo.findVersion(this.db, versionId);
+    if (!row) throw notFound(`software version not found: ${versionId}`);
+    return row;
+  }
+
+  async downloadTarget(version: VersionRow): Promise<DownloadTarget> {
+    if (version.downloadType === 'url') {
+      if (!version.externalUrl) throw notFound('software version has no download link');
+      return { type: 'url', url: version.externalUrl };
+    }
+    if (version.filePath === '') throw notFound('software version has no file');
+    const pkg = await this.db
+      .selectFrom('softwarePackages')
+      .select('slug')
+      .where('id', '=', version.packageId)
+      .executeTakeFirst();
+    const fallback = `${pkg?.slug ?? 'download'}-${version.version}`;
+    return {
+      type: 'local',
+      filePath: version.filePath,
+      fileName: await this.ctx.downloads.fileName(version.filePath, fallback),
+      sha256: version.sha256,
+    };
+  }
+
+  /** Runs a write and, once it committed, tells every instance's caches. */
+  private async write<T>(work: (trx: typeof this.db) => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await this.db.transaction().execute(work);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('slug already exists');
+      throw err;
+    }
+    await this.ctx.cache.bump();
+    return result;
+  }
+
+  async createPackage(body: Static<typeof PackageCreateBody>, lang: Lang): Promise<Package> {
+    const slug = checkSlug(body.slug, RESERVED_SOFTWARE_SLUGS);
+    const name = requiredBilingual(body, 'name');
+    const description = bilingualWrite(body, 'description');
+    const now = nowIso();
+    const row: PackageRow = {
+      id: newId(),
+      slug,
+      nameZh: name.zh,
+      nameEn: name.en,
+      descriptionZh: description.zh ?? '',
+      descriptionEn: description.en ?? '',
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.write(async (trx) => {
+      if (await repo.findPackageBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
+      await trx.insertInto('softwarePackages').values(row).execute();
+    });
+    return toPackage(row, [], lang, 'all');
+  }
+
+  async updatePackage(id: string, body: Static<typeof PackageUpdateBody>, lang: Lang): Promise<Package> {
+    const name = bilingualWrite(body, 'name');
+    if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
+    const description = bilingualWrite(body, 'description');
+    const slug = body.slug === undefined ? undefined : checkSlug(body.slug, RESERVED_SOFTWARE_SLUGS);
+    await this.write(async (trx) => {
+      const existing = await trx.selectFrom('softwarePackages').select('id').where('id', '=', id).executeTakeFirst();
+      if (!existing) throw notFound(`software package not found: ${id}`);
+      if (slug !== undefined) {
+        const other = await repo.findPackageBySlug(trx, slug);
+        if (other && other.id !== id) throw conflict(`slug already exists: ${slug}`);
+      }
+      await trx
+        .updateTable('softwarePackages')
+        .set({
+          ...(slug !== undefined ? { slug } : {}),
+          ...(name.zh !== undefined ? { nameZh: name.zh } : {}),
+          ...(name.en !== undefined ? { nameEn: name.en } : {}),
+          ...(description.zh !== undefined ? { descriptionZh: description.zh } : {}),
+          ...(description.en !== undefined ? { descriptionEn: description.en } : {}),
+          updatedAt: nowIso(),
+        })
+        .where('id', '=', id)
+        .execute();
+    });
+    return this.detail(id, lang);
+  }
+
+  async deletePackage(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      const result = await trx.deleteFrom('softwarePackages').where('id', '=', id).executeTakeFirst();
+      if (result.numDeletedRows === 0n) throw notFound(`software package not found: ${id}`);
+    });
+  }
+
+  /** Validates the file fields of a version write and fills size and digest from the store. */
+  private async fileFields(
+    body: Static<typeof VersionUpdateBody>,
+    current: Pick<VersionRow, 'downloadType' | 'externalUrl' | 'filePath'> | null,
+  ): Promise<VersionUpdate> {
+    const fields: VersionUpdate = {};
+    const downloadType = body.downloadType ?? current?.downloadType ?? 'local';
+    if (body.externalUrl !== undefined) {
+      fields.externalUrl =
+        body.externalUrl === null || body.externalUrl === '' ? null : checkUrl(body.externalUrl, 'body.externalUrl');
+    }
+    const externalUrl = fields.externalUrl !== undefined ? fields.externalUrl : (current?.externalUrl ?? null);
+    if (downloadType === 'url' && !externalUrl)
+      throw badRequest('body.externalUrl: is required when downloadType is url');
+    if (body.downloadType !== undefined) fields.downloadType = body.downloadType;
+    if (body.filePath !== undefined && body.filePath !== '') {
+      const facts = await this.ctx.files.facts(body.filePath, 'body.filePath');
+      fields.filePath = facts.filePath;
+      fields.fileSize = body.fileSize ?? facts.size;
+      fields.sha256 = body.sha256 ?? facts.sha256;
+    } else if (body.filePath === '') {
+      fields.filePath = '';
+    }
+    if (body.fileSize !== undefined) fields.fileSize = body.fileSize;
+    if (body.sha256 !== undefined) fields.sha256 = body.sha256?.toLowerCase() ?? null;
+    return fields;
+  }
+
+  async createVersion(packageId: string, body: Static<typeof VersionCreateBody>, lang: Lang): Promise<Version> {
+    const changelog = bilingualWrite(body, 'changelog');
+    const files = await this.fileFields(body, null);
+    const row: VersionRow = {
+      id: newId(),
+      packageId,
+      version: body.version,
+      versionCode: body.versionCode,
+      changelogZh: changelog.zh ?? '',
+      changelogEn: changelog.en ?? '',
+      downloadType: body.downloadType ?? 'local',
+      filePath: files.filePath ?? '',
+      externalUrl: files.externalUrl ?? null,
+      fileSize: files.fileSize ?? 0,
+      sha256: files.sha256 ?? null,
+      forceUpdate: body.forceUpdate === true ? 1 : 0,
+      minVersion: body.minVersion ?? null,
+      isLatest: 0,
+      wowVersion: CHANNEL,
+      downloadCount: 0,
+      launcherDownloadCount: 0,
+      createdAt: nowIso(),
+    };
+    await this.write(async (trx) => {
+      const pkg = await trx.selectFrom('softwarePackages').select('id').where('id', '=', packageId).executeTakeFirst();
+      if (!pkg) throw notFound(`software package not found: ${packageId}`);
+      await trx.insertInto('softwareVersions').values(row).execute();
+      await repo.moveLatest(trx, packageId, row.id);
+      await trx.updateTable('softwarePackages').set({ updatedAt: nowIso() }).where('id', '=', packageId).execute();
+    });
+    return toVersion({ ...row, isLatest: 1 }, lang, row.id);
+  }
+
+  async updateVersion(versionId: string, body: Static<typeof VersionUpdateBody>, lang: Lang): Promise<Version> {
+    const current = await this.version(versionId);
+    const changelog = bilingualWrite(body, 'changelog');
+    const fields: VersionUpdate = {
+      ...(await this.fileFields(body, current)),
+      ...(body.version !== undefined ? { version: body.version } : {}),
+      ...(body.versionCode !== undefined ? { versionCode: body.versionCode } : {}),
+      ...(changelog.zh !== undefined ? { changelogZh: changelog.zh } : {}),
+      ...(changelog.en !== undefined ? { changelogEn: changelog.en } : {}),
+      ...(body.forceUpdate !== undefined ? { forceUpdate: body.forceUpdate ? 1 : 0 } : {}),
+      ...(body.minVersion !== undefined ? { minVersion: body.minVersion } : {}),
+    };
+    await this.write(async (trx) => {
+      if (body.isLatest === false) fields.isLatest = 0;
+      if (Object.keys(fields).length > 0) {
+        await trx.updateTable('softwareVersions').set(fields).where('id', '=', versionId).execute();
+      }
+      if (body.isLatest === true) await repo.moveLatest(trx, current.packageId, versionId);
+    });
+    const versions = await repo.versionsOf(this.db, [current.packageId]);
+    const updated = versions.find((v) => v.id === versionId) ?? (await this.version(versionId));
+    return toVersion(updated, lang, effectiveLatest(versions)?.id);
+  }
+
+  async deleteVersion(versionId: string): Promise<void> {
+    const current = await this.version(versionId);
+    await this.write(async (trx) => {
+      await trx.deleteFrom('softwareVersions').where('id', '=', versionId).execute();
+      if (current.isLatest === 1) await repo.reflagLatest(trx, current.packageId);
+    });
+  }
+}

@@ -1,0 +1,44 @@
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { openDatabase } from './db/index.js';
+import { openStorage } from './storage/index.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const database = await openDatabase(config.database);
+  const storage = await openStorage(config.storage);
+  const app = await buildApp({ config, database, storage });
+  const log = app.server.log;
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: closing; writing buffered heartbeats`);
+    try {
+      await app.close();
+      await storage.close?.();
+      await database.close();
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+
+  await app.server.listen({ port: config.port, host: config.host });
+  const where = config.database.kind === 'sqlite' ? `SQLite ${config.database.file}` : 'PostgreSQL';
+  const store = config.storage.kind === 'local' ? `folder ${config.storage.root}` : `s3://${config.storage.bucket}`;
+  log.info(`database: ${where}; files: ${store}; admin console at /admin, API docs at /docs`);
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    console.error(`configuration error: ${err.message}`);
+  } else {
+    console.error(err);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,55 @@
+import type { Readable } from 'node:stream';
+
+export interface ByteRange {
+  /** First byte, inclusive. */
+  start: number;
+  /** Last byte, inclusive. */
+  end: number;
+}
+
+export interface ObjectInfo {
+  size: number;
+  lastModified: Date;
+}
+
+export interface WrittenObject {
+  size: number;
+  sha256: string;
+}
+
+/**
+ * The file store: a local folder on one machine, an S3-compatible bucket for many. Keys are
+ * relative, `/`-separated paths that `isSafeKey` accepts.
+ */
+export interface Storage {
+  readonly kind: 'local' | 's3';
+  /** Streams `source` into `key`, hashing as it goes; the object appears only once complete. */
+  write(key: string, source: Readable, contentType: string): Promise<WrittenObject>;
+  stat(key: string): Promise<ObjectInfo | null>;
+  read(key: string, range?: ByteRange): Promise<Readable>;
+  delete(key: string): Promise<void>;
+  /** A short-lived URL a client may download from directly, when the operator enabled it. */
+  presignedUrl?(key: string, fileName: string): Promise<string | null>;
+  close?(): Promise<void>;
+}
+
+/** Store-relative path without `..`, absolute parts, backslashes, control characters or empty segments. */
+export function isSafeKey(key: string): boolean {
+  if (key === '' || key.length > 512) return false;
+  // eslint-disable-next-line no-control-regex
+  if (/[\\\u0000-\u001f\u007f]/.test(key)) return false;
+  return key.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..');
+}
+
+export const UPLOADS_PREFIX = '/uploads/';
+
+/** The store key a public `filePath` (`/uploads/…`) names, or null when it names nothing in the store. */
+export function keyFromFilePath(filePath: string): string | null {
+  if (!filePath.startsWith(UPLOADS_PREFIX)) return null;
+  const key = filePath.slice(UPLOADS_PREFIX.length);
+  return isSafeKey(key) ? key : null;
+}
+
+export function filePathFromKey(key: string): string {
+  return UPLOADS_PREFIX + key;
+}
