@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { type Static, Type } from 'typebox';
+import { Type } from 'typebox';
 import { type Lang, negotiateLang } from '../domain/lang.js';
 
 /** Query parameters of every localised read. */
@@ -14,11 +14,9 @@ export const ChannelQuery = {
   wowVersion: Type.Optional(Type.String({ description: 'alias of `wow`' })),
 };
 
-const LangQuerySchema = Type.Object(LangQuery);
-
 /** The language of a request, negotiated once per the spec's priority list. */
 export function requestLang(request: FastifyRequest): Lang {
-  const query = (request.query ?? {}) as Static<typeof LangQuerySchema>;
+  const query = (request.query ?? {}) as { lang?: unknown; locale?: unknown };
   return negotiateLang({ lang: query.lang, locale: query.locale, acceptLanguage: request.headers['accept-language'] });
 }
 

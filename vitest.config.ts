@@ -1,0 +1,35 @@
+import net from 'node:net';
+import { defineConfig } from 'vitest/config';
+
+/** PostgreSQL runs when reachable (or required with TEST_POSTGRES=1); TEST_POSTGRES=0 skips it. */
+async function postgresReachable(): Promise<boolean> {
+  const url = new URL(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: url.hostname, port: Number(url.port || 5432) });
+    socket.setTimeout(1000);
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('timeout', () => (socket.destroy(), resolve(false)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
+export default defineConfig(async () => {
+  const wanted = process.env.TEST_POSTGRES;
+  const postgres = wanted === '1' || (wanted !== '0' && (await postgresReachable()));
+  const engines = postgres ? ['sqlite', 'postgres'] : ['sqlite'];
+  return {
+    test: {
+      testTimeout: 60_000,
+      hookTimeout: 60_000,
+      pool: 'forks',
+      projects: engines.map((engine) => ({
+        extends: true,
+        test: {
+          name: engine,
+          include: ['test/**/*.test.ts'],
+          env: { TEST_ENGINE: engine },
+        },
+      })),
+    },
+  };
+});
