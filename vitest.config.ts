@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { defineConfig } from 'vitest/config';
+import type { ViteUserConfig } from 'vitest/config';
 
 /** PostgreSQL runs when reachable (or required with TEST_POSTGRES=1); TEST_POSTGRES=0 skips it. */
 async function postgresReachable(): Promise<boolean> {
@@ -13,7 +13,7 @@ async function postgresReachable(): Promise<boolean> {
   });
 }
 
-export default defineConfig(async () => {
+export default async (): Promise<ViteUserConfig> => {
   const wanted = process.env.TEST_POSTGRES;
   const postgres = wanted === '1' || (wanted !== '0' && (await postgresReachable()));
   const engines = postgres ? ['sqlite', 'postgres'] : ['sqlite'];
@@ -21,7 +21,7 @@ export default defineConfig(async () => {
     test: {
       testTimeout: 60_000,
       hookTimeout: 60_000,
-      pool: 'forks',
+      pool: 'forks' as const,
       projects: engines.map((engine) => ({
         extends: true,
         test: {
@@ -32,4 +32,4 @@ export default defineConfig(async () => {
       })),
     },
   };
-});
+};
