@@ -18,6 +18,7 @@ import { DownloadService } from './modules/downloads/service.js';
 import { fileRoutes } from './modules/files/routes.js';
 import { FileService } from './modules/files/service.js';
 import { softwareRoutes } from './modules/software/routes.js';
+import { statsRoutes } from './modules/stats/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 import type { Storage } from './storage/storage.js';
 
@@ -98,6 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
   await server.register(deviceRoutes(ctx));
+  await server.register(statsRoutes(ctx));
 
   await ctx.auth.bootstrapAdmin(config.adminUsername, config.adminPassword, server.log);
 
