@@ -63,6 +63,8 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     app.get(
       '/api/software/check-update',
       {
+        // Machine endpoints for launchers: browser security headers would only cost time here.
+        helmet: false,
         schema: {
           tags: ['software'],
           summary: 'Does a newer version of a package exist? (launcher self-update)',

@@ -8,6 +8,8 @@ export function systemRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     app.get(
       '/api/server-time',
       {
+        // Machine endpoints for launchers: browser security headers would only cost time here.
+        helmet: false,
         schema: {
           tags: ['system'],
           summary: 'Server clock, for client clock synchronisation',

@@ -1,0 +1,36 @@
+import { randomBytes } from 'node:crypto';
+import { api, type ScenarioProvider, uploadFile } from './lib.js';
+
+/** Launcher distribution: check-update (the launcher's hot path) and heartbeats. */
+export const scenarios: ScenarioProvider = async (target) => {
+  const slug = 'app-launcher';
+  const file = await uploadFile(target, 'launcher-setup.exe', randomBytes(64 * 1024));
+  const pkg = await api<{ id: string }>(target, 'POST', '/api/software', { slug, name: '启动器', nameEn: 'Launcher' });
+  for (let code = 100; code <= 120; code += 1) {
+    await api(target, 'POST', `/api/software/${pkg.id}/versions`, {
+      version: `1.0.${code}`,
+      versionCode: code,
+      changelog: `第 ${code} 版：修复若干问题，提升下载速度。`,
+      changelogEn: `Build ${code}: fixes and faster downloads.`,
+      filePath: file.filePath,
+      forceUpdate: code % 5 === 0,
+    });
+  }
+  return [
+    { name: 'check-update', path: `/api/software/check-update?slug=${slug}&versionCode=110&lang=en`, aim: 0.5 },
+    {
+      name: 'heartbeat',
+      method: 'POST',
+      path: '/api/launcher/heartbeat',
+      headers: { 'content-type': 'application/json' },
+      makeBody: (n) =>
+        JSON.stringify({
+          deviceId: `bench-device-${n % 20_000}`,
+          os: 'Windows',
+          osVersion: '10.0.19045',
+          appVersion: '1.0.120',
+        }),
+      aim: 1 / 3,
+    },
+  ];
+};

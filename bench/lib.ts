@@ -1,0 +1,61 @@
+/**
+ * Shared shapes of the load benchmarks. `bench/run.ts` starts the real service, then loads every
+ * module in `bench/` that exports `scenarios: ScenarioProvider`, seeds through it and measures each
+ * scenario beside a bare `node:http` server answering a constant JSON body of the same size.
+ */
+
+export interface Scenario {
+  name: string;
+  method?: 'GET' | 'POST';
+  path: string;
+  body?: string;
+  headers?: Record<string, string>;
+  /** Builds each request's body (e.g. a different deviceId per heartbeat). */
+  makeBody?: (n: number) => string;
+  /** The lowest acceptable ratio of the service's rate to the bare server's; printed beside the result. */
+  aim?: number;
+}
+
+export interface BenchTarget {
+  /** Base URL of the running service, e.g. http://127.0.0.1:41234 */
+  url: string;
+  /** Session cookie header of the administrator (`sid=…`). */
+  cookie: string;
+  engine: 'sqlite' | 'postgres';
+  /** The service's DATABASE_URL (a postgres:// URL), or null for SQLite in `dataDir`. */
+  databaseUrl: string | null;
+  dataDir: string;
+}
+
+export type ScenarioProvider = (target: BenchTarget) => Promise<Scenario[]>;
+
+/** A JSON call to the service as the administrator; throws on a non-2xx answer. */
+export async function api<T = unknown>(target: BenchTarget, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(target.url + path, {
+    method,
+    headers: { cookie: target.cookie, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path} → ${res.status}: ${text}`);
+  return (text === '' ? undefined : JSON.parse(text)) as T;
+}
+
+/** Uploads a file through the API as the administrator. */
+export async function uploadFile(target: BenchTarget, name: string, content: Buffer): Promise<{ filePath: string }> {
+  const form = new FormData();
+  form.append('file', new Blob([new Uint8Array(content)]), name);
+  const res = await fetch(`${target.url}/api/upload`, {
+    method: 'POST',
+    headers: { cookie: target.cookie },
+    body: form,
+  });
+  if (res.status !== 201) throw new Error(`upload → ${res.status}: ${await res.text()}`);
+  return (await res.json()) as { filePath: string };
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
