@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import type { DatabaseHandle } from './db/index.js';
 import { installErrorHandling } from './http/errors.js';
+import { addonRoutes } from './modules/addons/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { AuthService } from './modules/auth/service.js';
 import { deviceRoutes } from './modules/devices/routes.js';
@@ -98,6 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(authRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
+  await server.register(addonRoutes(ctx));
   await server.register(deviceRoutes(ctx));
   await server.register(statsRoutes(ctx));
 

@@ -228,8 +228,28 @@ const m001Core: Migration = {
   },
 };
 
+/*
+ * Addon catalogue: a second `content_state` row (id 2) whose version every counted release download
+ * bumps, so that instances holding download counters in memory know when to reread them; and an
+ * index for the newest-release lookups of the latest-flag rules.
+ */
+const m002Catalogue: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db
+      .insertInto('content_state' as never)
+      .values({ id: 2, version: 0 } as never)
+      .execute();
+    await db.schema
+      .createIndex('releases_addon_wow_created_idx')
+      .on('releases')
+      .columns(['addon_id', 'wow_version', 'created_at'])
+      .execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
+  '002_catalogue': m002Catalogue,
 };
 
 export const migrationProvider: MigrationProvider = {

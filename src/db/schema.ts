@@ -163,7 +163,10 @@ export interface DownloadDailyTable {
   count: number;
 }
 
-/** One row (`id = 1`) whose `version` every content write bumps, so each instance can tell its caches are stale. */
+/**
+ * Row `id = 1`: its `version` every content write bumps, so each instance can tell its caches are stale.
+ * Row `id = 2` (migration 002): bumped by every counted release download (addon download counters).
+ */
 export interface ContentStateTable {
   id: number;
   version: number;
@@ -200,3 +203,5 @@ export type ArticleRow = Selectable<ArticlesTable>;
 export type BannerRow = Selectable<BannersTable>;
 export type GalleryRow = Selectable<GalleryImagesTable>;
 export type DeviceRow = Selectable<DevicesTable>;
+export type ReleaseUpdate = Updateable<ReleasesTable>;
+export type AddonUpdate = Updateable<AddonsTable>;

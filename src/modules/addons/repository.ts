@@ -1,0 +1,184 @@
+import { sql } from 'kysely';
+import type { Db } from '../../db/index.js';
+import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
+import { CHANNEL } from '../../domain/channel.js';
+
+/** Row of `content_state` whose version counts release downloads (row 1 counts content writes). */
+export const COUNTERS_STATE_ID = 2;
+
+/** Longest `IN (…)` list sent in one statement; well under both engines' parameter limits. */
+const CHUNK = 500;
+
+async function inChunks<T>(ids: readonly string[], query: (chunk: string[]) => Promise<T[]>): Promise<T[]> {
+  const out: T[] = [];
+  for (let i = 0; i < ids.length; i += CHUNK) out.push(...(await query(ids.slice(i, i + CHUNK))));
+  return out;
+}
+
+export function findAddon(db: Db, idOrSlug: string): Promise<AddonRow | undefined> {
+  return db
+    .selectFrom('addons')
+    .selectAll()
+    .where((eb) => eb.or([eb('id', '=', idOrSlug), eb('slug', '=', idOrSlug)]))
+    .executeTakeFirst();
+}
+
+export function findAddonById(db: Db, id: string): Promise<AddonRow | undefined> {
+  return db.selectFrom('addons').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function findAddonBySlug(db: Db, slug: string): Promise<AddonRow | undefined> {
+  return db.selectFrom('addons').selectAll().where('slug', '=', slug).executeTakeFirst();
+}
+
+/** Every addon (drafts included), most recently updated first. */
+export function listAddons(db: Db): Promise<AddonRow[]> {
+  return db.selectFrom('addons').selectAll().orderBy('updatedAt', 'desc').orderBy('id').execute();
+}
+
+/** The flagged latest release of every addon in the channel (one per addon, by the partial unique index). */
+export function flaggedLatestReleases(db: Db): Promise<ReleaseRow[]> {
+  return db.selectFrom('releases').selectAll().where('isLatest', '=', 1).where('wowVersion', '=', CHANNEL).execute();
+}
+
+/** Number of channel releases per addon. */
+export async function releaseCounts(db: Db): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('releases')
+    .select(['addonId', (eb) => eb.fn.countAll<number | string>().as('count')])
+    .where('wowVersion', '=', CHANNEL)
+    .groupBy('addonId')
+    .execute();
+  return new Map(rows.map((r) => [r.addonId, Number(r.count)]));
+}
+
+/** Every screenshot, by `sortOrder` then `createdAt`. */
+export function allScreenshots(db: Db): Promise<ScreenshotRow[]> {
+  return screenshotsQuery(db).execute();
+}
+
+function screenshotsQuery(db: Db) {
+  return db.selectFrom('screenshots').selectAll().orderBy('sortOrder', 'asc').orderBy('createdAt', 'asc').orderBy('id');
+}
+
+export function screenshotsOf(db: Db, addonId: string): Promise<ScreenshotRow[]> {
+  return screenshotsQuery(db).where('addonId', '=', addonId).execute();
+}
+
+export function findScreenshot(db: Db, id: string): Promise<ScreenshotRow | undefined> {
+  return db.selectFrom('screenshots').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Releases of the channel, newest first; of one addon when `addonId` is given. */
+export function releasesOf(db: Db, addonId?: string): Promise<ReleaseRow[]> {
+  let query = db.selectFrom('releases').selectAll().where('wowVersion', '=', CHANNEL);
+  if (addonId !== undefined) query = query.where('addonId', '=', addonId);
+  return query.orderBy('createdAt', 'desc').orderBy('id', 'desc').execute();
+}
+
+export function findRelease(db: Db, id: string): Promise<ReleaseRow | undefined> {
+  return db.selectFrom('releases').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** The newest release of each of `addonIds` (for addons that have no flagged latest). */
+export async function newestReleases(db: Db, addonIds: readonly string[]): Promise<ReleaseRow[]> {
+  const rows = await inChunks(addonIds, (chunk) =>
+    db
+      .selectFrom('releases')
+      .selectAll()
+      .where('addonId', 'in', chunk)
+      .where('wowVersion', '=', CHANNEL)
+      .orderBy('createdAt', 'desc')
+      .orderBy('id', 'desc')
+      .execute(),
+  );
+  const newest = new Map<string, ReleaseRow>();
+  for (const row of rows) if (!newest.has(row.addonId)) newest.set(row.addonId, row);
+  return [...newest.values()];
+}
+
+/** Addon summaries (`id`, `slug`, names) by id. */
+export async function addonSummaries(
+  db: Db,
+  ids: readonly string[],
+): Promise<Map<string, Pick<AddonRow, 'id' | 'slug' | 'nameZh' | 'nameEn'>>> {
+  const rows = await inChunks([...new Set(ids)], (chunk) =>
+    db.selectFrom('addons').select(['id', 'slug', 'nameZh', 'nameEn']).where('id', 'in', chunk).execute(),
+  );
+  return new Map(rows.map((r) => [r.id, r]));
+}
+
+/** Makes `releaseId` the only latest release of its addon in the channel. */
+export async function moveLatest(trx: Db, addonId: string, releaseId: string): Promise<void> {
+  await trx
+    .updateTable('releases')
+    .set({ isLatest: 0 })
+    .where('addonId', '=', addonId)
+    .where('wowVersion', '=', CHANNEL)
+    .where('isLatest', '=', 1)
+    .where('id', '!=', releaseId)
+    .execute();
+  await trx.updateTable('releases').set({ isLatest: 1 }).where('id', '=', releaseId).execute();
+}
+
+/** After the latest was deleted: flags the newest remaining release, when there is one. */
+export async function reflagLatest(trx: Db, addonId: string): Promise<void> {
+  const next = await trx
+    .selectFrom('releases')
+    .select('id')
+    .where('addonId', '=', addonId)
+    .where('wowVersion', '=', CHANNEL)
+    .orderBy('createdAt', 'desc')
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  if (next) await moveLatest(trx, addonId, next.id);
+}
+
+/**
+ * Serialises release writes of one addon on PostgreSQL (the latest flag moves in two statements);
+ * SQLite runs one write transaction at a time anyway. Answers whether the addon exists.
+ */
+export async function lockAddon(trx: Db, addonId: string, engine: 'sqlite' | 'postgres'): Promise<boolean> {
+  let query = trx.selectFrom('addons').select('id').where('id', '=', addonId);
+  if (engine === 'postgres') query = query.forUpdate();
+  return (await query.executeTakeFirst()) !== undefined;
+}
+
+/* Download counters: read fresh, never from the content cache. */
+
+export async function counterVersion(db: Db): Promise<number> {
+  const row = await db
+    .selectFrom('contentState')
+    .select('version')
+    .where('id', '=', COUNTERS_STATE_ID)
+    .executeTakeFirst();
+  return row?.version ?? 0;
+}
+
+/** Marks that a download was counted, so that every instance rereads the counters it holds. */
+export async function bumpCounterVersion(db: Db): Promise<void> {
+  await db
+    .updateTable('contentState')
+    .set({ version: sql`version + 1` })
+    .where('id', '=', COUNTERS_STATE_ID)
+    .execute();
+}
+
+/** `totalDownloads` of the given addons, or of all addons when `ids` is null. */
+export async function addonTotals(db: Db, ids: readonly string[] | null): Promise<Map<string, number>> {
+  const query = db.selectFrom('addons').select(['id', 'totalDownloads']);
+  const rows =
+    ids === null ? await query.execute() : await inChunks(ids, (chunk) => query.where('id', 'in', chunk).execute());
+  return new Map(rows.map((r) => [r.id, r.totalDownloads]));
+}
+
+/** `downloadCount` of the given releases, or of every flagged latest release when `ids` is null. */
+export async function releaseDownloadCounts(db: Db, ids: readonly string[] | null): Promise<Map<string, number>> {
+  const query = db.selectFrom('releases').select(['id', 'downloadCount']);
+  const rows =
+    ids === null
+      ? await query.where('isLatest', '=', 1).where('wowVersion', '=', CHANNEL).execute()
+      : await inChunks(ids, (chunk) => query.where('id', 'in', chunk).execute());
+  return new Map(rows.map((r) => [r.id, r.downloadCount]));
+}

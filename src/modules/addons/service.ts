@@ -1,0 +1,430 @@
+import type { Static } from 'typebox';
+import type { AppContext } from '../../context.js';
+import { isUniqueViolation } from '../../db/errors.js';
+import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../db/schema.js';
+import { CHANNEL } from '../../domain/channel.js';
+import { newId, nowIso } from '../../domain/clock.js';
+import type { Lang } from '../../domain/lang.js';
+import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { checkSlug, checkUrl } from '../../http/slug.js';
+import type { DownloadTarget } from '../downloads/service.js';
+import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter } from './catalogue.js';
+import {
+  type Addon,
+  effectiveLatest,
+  type ReleaseListItem,
+  type Screenshot,
+  toAddon,
+  toReleaseListItem,
+  toScreenshot,
+} from './mapper.js';
+import * as repo from './repository.js';
+import type {
+  AddonCreateBody,
+  AddonUpdateBody,
+  ReleaseCreateBody,
+  ReleaseUpdateBody,
+  ScreenshotCreateBody,
+  ScreenshotUpdateBody,
+} from './schemas.js';
+
+/** Download counters of one counter version, with the list answers rendered from them. */
+interface CounterSnapshot {
+  readonly catalogue: Catalogue;
+  readonly version: number;
+  readonly totals: ReadonlyMap<string, number>;
+  readonly releases: ReadonlyMap<string, number>;
+  /** Rendered JSON of `GET /api/addons` by filter and language. */
+  readonly rendered: Map<string, string>;
+}
+
+const MAX_RENDERED = 200;
+
+export class AddonService {
+  private counters: CounterSnapshot | null = null;
+  private pendingCounters: { catalogue: Catalogue; version: number; promise: Promise<CounterSnapshot> } | null = null;
+
+  constructor(private readonly ctx: AppContext) {}
+
+  private get db() {
+    return this.ctx.db;
+  }
+
+  /* ---------- reads ---------- */
+
+  /** The catalogue of the current content version, loaded once per content write (on any instance). */
+  private catalogue(): Promise<Catalogue> {
+    return this.ctx.cache.get('addons:catalogue', async () => {
+      const addons = await repo.listAddons(this.db);
+      const flagged = await repo.flaggedLatestReleases(this.db);
+      const counts = await repo.releaseCounts(this.db);
+      const screenshots = await repo.allScreenshots(this.db);
+      const flaggedAddons = new Set(flagged.map((r) => r.addonId));
+      const unflagged = addons.filter((a) => (counts.get(a.id) ?? 0) > 0 && !flaggedAddons.has(a.id)).map((a) => a.id);
+      const newest = unflagged.length > 0 ? await repo.newestReleases(this.db, unflagged) : [];
+      return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots);
+    });
+  }
+
+  /**
+   * The download counters as of now: one primary-key read of the counter version per request; the
+   * counters themselves are reread (two narrow queries) only when a download was counted since.
+   */
+  private async snapshot(catalogue: Catalogue): Promise<CounterSnapshot> {
+    const version = await repo.counterVersion(this.db);
+    const held = this.counters;
+    if (held && held.catalogue === catalogue && held.version === version) return held;
+    const pending = this.pendingCounters;
+    if (pending && pending.catalogue === catalogue && pending.version === version) return pending.promise;
+    const promise = this.loadCounters(catalogue, version).finally(() => {
+      if (this.pendingCounters?.promise === promise) this.pendingCounters = null;
+    });
+    this.pendingCounters = { catalogue, version, promise };
+    const snapshot = await promise;
+    this.counters = snapshot;
+    return snapshot;
+  }
+
+  private async loadCounters(catalogue: Catalogue, version: number): Promise<CounterSnapshot> {
+    const totals = await repo.addonTotals(this.db, null);
+    const releases = await repo.releaseDownloadCounts(this.db, null);
+    const unflagged = catalogue.entries
+      .map((e) => e.latest)
+      .filter((r): r is ReleaseRow => r !== null && !releases.has(r.id))
+      .map((r) => r.id);
+    if (unflagged.length > 0) {
+      for (const [id, count] of await repo.releaseDownloadCounts(this.db, unflagged)) releases.set(id, count);
+    }
+    return { catalogue, version, totals, releases, rendered: new Map() };
+  }
+
+  private renderEntry(entry: CatalogueEntry, counters: CounterSnapshot, lang: Lang): Addon {
+    const addon = { ...entry.addon, totalDownloads: counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads };
+    const latest = entry.latest
+      ? { ...entry.latest, downloadCount: counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount }
+      : null;
+    return toAddon(
+      addon,
+      { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
+      entry.screenshots,
+      lang,
+    );
+  }
+
+  /**
+   * `GET /api/addons` as JSON text. The catalogue and each filter's result live in memory until
+   * the next content write; the answer is rendered once per filter, language and counter version.
+   */
+  async listJson(filter: CatalogueFilter, lang: Lang): Promise<string> {
+    const catalogue = await this.catalogue();
+    const counters = await this.snapshot(catalogue);
+    const key = `${Catalogue.keyOf(filter)}|${lang}`;
+    let json = counters.rendered.get(key);
+    if (json === undefined) {
+      json = JSON.stringify(catalogue.select(filter).map((e) => this.renderEntry(e, counters, lang)));
+      if (counters.rendered.size >= MAX_RENDERED)
+        counters.rendered.delete(counters.rendered.keys().next().value as string);
+      counters.rendered.set(key, json);
+    }
+    return json;
+  }
+
+  async detail(idOrSlug: string, lang: Lang): Promise<Addon> {
+    const row = await repo.findAddon(this.db, idOrSlug);
+    if (!row) throw notFound(`addon not found: ${idOrSlug}`);
+    return this.render(row, lang);
+  }
+
+  private async render(row: AddonRow, lang: Lang): Promise<Addon> {
+    const releases = await repo.releasesOf(this.db, row.id);
+    const screenshots = await repo.screenshotsOf(this.db, row.id);
+    const latestId = effectiveLatest(releases)?.id;
+    return toAddon(row, { releases, latestId, releaseCount: releases.length }, screenshots, lang);
+  }
+
+  async releases(addonId: string | undefined, lang: Lang): Promise<ReleaseListItem[]> {
+    const rows = await repo.releasesOf(this.db, addonId);
+    const addons = await repo.addonSummaries(
+      this.db,
+      rows.map((r) => r.addonId),
+    );
+    // Rows are newest first, so the first seen per addon is its newest.
+    const latest = new Map<string, string>();
+    for (const row of rows) {
+      if (row.isLatest === 1) latest.set(row.addonId, row.id);
+    }
+    for (const row of rows) {
+      if (!latest.has(row.addonId)) latest.set(row.addonId, row.id);
+    }
+    return rows.flatMap((row) => {
+      const addon = addons.get(row.addonId);
+      return addon ? [toReleaseListItem(row, addon, lang, latest.get(row.addonId))] : [];
+    });
+  }
+
+  async release(id: string): Promise<ReleaseRow> {
+    const row = await repo.findRelease(this.db, id);
+    if (!row) throw notFound(`release not found: ${id}`);
+    return row;
+  }
+
+  private async releaseItem(id: string, lang: Lang): Promise<ReleaseListItem> {
+    const row = await this.release(id);
+    const addon = (await repo.addonSummaries(this.db, [row.addonId])).get(row.addonId);
+    if (!addon) throw notFound(`addon not found: ${row.addonId}`);
+    const latestId = effectiveLatest(await repo.releasesOf(this.db, row.addonId))?.id;
+    return toReleaseListItem(row, addon, lang, latestId);
+  }
+
+  /* ---------- downloads ---------- */
+
+  async downloadTarget(release: ReleaseRow): Promise<DownloadTarget> {
+    if (release.downloadType === 'url') {
+      if (!release.externalUrl) throw notFound('release has no download link');
+      return { type: 'url', url: release.externalUrl };
+    }
+    if (release.filePath === '') throw notFound('release has no file');
+    const addon = await repo.findAddonById(this.db, release.addonId);
+    const fallback = `${addon?.slug ?? 'addon'}-${release.version}`;
+    return {
+      type: 'local',
+      filePath: release.filePath,
+      fileName: await this.ctx.downloads.fileName(release.filePath, fallback),
+      sha256: release.sha256,
+    };
+  }
+
+  /** One counted download: the release's count and the addon's total, then the counter version. */
+  async countDownload(release: ReleaseRow): Promise<void> {
+    await this.ctx.downloads.countRelease(release.id, release.addonId);
+    await repo.bumpCounterVersion(this.db);
+  }
+
+  /* ---------- writes ---------- */
+
+  /** Runs a write and, once it committed, tells every instance's caches. */
+  private async write<T>(work: (trx: typeof this.db) => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await this.db.transaction().execute(work);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('slug already exists');
+      throw err;
+    }
+    await this.ctx.cache.bump();
+    return result;
+  }
+
+  async createAddon(body: Static<typeof AddonCreateBody>, lang: Lang): Promise<Addon> {
+    const slug = checkSlug(body.slug);
+    const name = requiredBilingual(body, 'name');
+    const summary = requiredBilingual(body, 'summary');
+    const description = bilingualWrite(body, 'description');
+    const now = nowIso();
+    const row: AddonRow = {
+      id: newId(),
+      slug,
+      nameZh: name.zh,
+      nameEn: name.en,
+      summaryZh: summary.zh,
+      summaryEn: summary.en,
+      descriptionZh: description.zh ?? '',
+      descriptionEn: description.en ?? '',
+      iconUrl: body.iconUrl === undefined || body.iconUrl === '' ? null : body.iconUrl,
+      category: body.category ?? 'general',
+      published: body.published === false ? 0 : 1,
+      totalDownloads: 0,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.write(async (trx) => {
+      if (await repo.findAddonBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
+      await trx.insertInto('addons').values(row).execute();
+    });
+    return toAddon(row, { releases: [], latestId: undefined, releaseCount: 0 }, [], lang);
+  }
+
+  async updateAddon(id: string, body: Static<typeof AddonUpdateBody>, lang: Lang): Promise<Addon> {
+    const name = bilingualWrite(body, 'name');
+    if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
+    const summary = bilingualWrite(body, 'summary');
+    if (summary.zh !== undefined && summary.zh.trim() === '') throw badRequest('body.summary: must not be empty');
+    const description = bilingualWrite(body, 'description');
+    const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
+    await this.write(async (trx) => {
+      if (!(await repo.findAddonById(trx, id))) throw notFound(`addon not found: ${id}`);
+      if (slug !== undefined) {
+        const other = await repo.findAddonBySlug(trx, slug);
+        if (other && other.id !== id) throw conflict(`slug already exists: ${slug}`);
+      }
+      await trx
+        .updateTable('addons')
+        .set({
+          ...(slug !== undefined ? { slug } : {}),
+          ...(name.zh !== undefined ? { nameZh: name.zh } : {}),
+          ...(name.en !== undefined ? { nameEn: name.en } : {}),
+          ...(summary.zh !== undefined ? { summaryZh: summary.zh } : {}),
+          ...(summary.en !== undefined ? { summaryEn: summary.en } : {}),
+          ...(description.zh !== undefined ? { descriptionZh: description.zh } : {}),
+          ...(description.en !== undefined ? { descriptionEn: description.en } : {}),
+          ...(body.iconUrl !== undefined ? { iconUrl: body.iconUrl === '' ? null : body.iconUrl } : {}),
+          ...(body.category !== undefined ? { category: body.category } : {}),
+          ...(body.published !== undefined ? { published: body.published ? 1 : 0 } : {}),
+          updatedAt: nowIso(),
+        })
+        .where('id', '=', id)
+        .execute();
+    });
+    return this.detail(id, lang);
+  }
+
+  /** Deletes an addon with its releases and screenshots (files in the store are kept). */
+  async deleteAddon(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      if (!(await repo.lockAddon(trx, id, this.ctx.engine))) throw notFound(`addon not found: ${id}`);
+      await trx.deleteFrom('screenshots').where('addonId', '=', id).execute();
+      await trx.deleteFrom('releases').where('addonId', '=', id).execute();
+      await trx.deleteFrom('addons').where('id', '=', id).execute();
+    });
+  }
+
+  /** Validates the file fields of a release write and fills size and digest from the store. */
+  private async fileFields(
+    body: Static<typeof ReleaseUpdateBody>,
+    current: Pick<ReleaseRow, 'downloadType' | 'externalUrl'> | null,
+  ): Promise<ReleaseUpdate> {
+    const fields: ReleaseUpdate = {};
+    const downloadType = body.downloadType ?? current?.downloadType ?? 'local';
+    if (body.externalUrl !== undefined) {
+      fields.externalUrl =
+        body.externalUrl === null || body.externalUrl === '' ? null : checkUrl(body.externalUrl, 'body.externalUrl');
+    }
+    const externalUrl = fields.externalUrl !== undefined ? fields.externalUrl : (current?.externalUrl ?? null);
+    if (downloadType === 'url' && !externalUrl) {
+      throw badRequest('body.externalUrl: is required when downloadType is url');
+    }
+    if (body.downloadType !== undefined) fields.downloadType = body.downloadType;
+    if (body.filePath !== undefined && body.filePath !== '') {
+      const facts = await this.ctx.files.facts(body.filePath, 'body.filePath');
+      fields.filePath = facts.filePath;
+      fields.fileSize = facts.size;
+      fields.sha256 = facts.sha256;
+    } else if (body.filePath === '') {
+      fields.filePath = '';
+    }
+    if (body.fileSize !== undefined) fields.fileSize = body.fileSize;
+    if (body.sha256 !== undefined) fields.sha256 = body.sha256?.toLowerCase() ?? null;
+    return fields;
+  }
+
+  async createRelease(body: Static<typeof ReleaseCreateBody>, lang: Lang): Promise<ReleaseListItem> {
+    const changelog = bilingualWrite(body, 'changelog');
+    if (!(await repo.findAddonById(this.db, body.addonId))) throw notFound(`addon not found: ${body.addonId}`);
+    const files = await this.fileFields(body, null);
+    const row: ReleaseRow = {
+      id: newId(),
+      addonId: body.addonId,
+      version: body.version,
+      changelogZh: changelog.zh ?? '',
+      changelogEn: changelog.en ?? '',
+      downloadType: body.downloadType ?? 'local',
+      filePath: files.filePath ?? '',
+      externalUrl: files.externalUrl ?? null,
+      fileSize: files.fileSize ?? 0,
+      sha256: files.sha256 ?? null,
+      gameVersion: body.gameVersion ?? '',
+      downloadCount: 0,
+      isLatest: 0,
+      wowVersion: CHANNEL,
+      createdAt: nowIso(),
+    };
+    await this.write(async (trx) => {
+      if (!(await repo.lockAddon(trx, row.addonId, this.ctx.engine))) {
+        throw notFound(`addon not found: ${row.addonId}`);
+      }
+      await trx.insertInto('releases').values(row).execute();
+      await repo.moveLatest(trx, row.addonId, row.id);
+      await trx.updateTable('addons').set({ updatedAt: nowIso() }).where('id', '=', row.addonId).execute();
+    });
+    return this.releaseItem(row.id, lang);
+  }
+
+  async updateRelease(id: string, body: Static<typeof ReleaseUpdateBody>, lang: Lang): Promise<ReleaseListItem> {
+    const current = await this.release(id);
+    const changelog = bilingualWrite(body, 'changelog');
+    const fields: ReleaseUpdate = {
+      ...(await this.fileFields(body, current)),
+      ...(body.version !== undefined ? { version: body.version } : {}),
+      ...(changelog.zh !== undefined ? { changelogZh: changelog.zh } : {}),
+      ...(changelog.en !== undefined ? { changelogEn: changelog.en } : {}),
+      ...(body.gameVersion !== undefined ? { gameVersion: body.gameVersion } : {}),
+      ...(body.isLatest === false ? { isLatest: 0 } : {}),
+    };
+    await this.write(async (trx) => {
+      if (!(await repo.lockAddon(trx, current.addonId, this.ctx.engine))) throw notFound(`release not found: ${id}`);
+      if (Object.keys(fields).length > 0) await trx.updateTable('releases').set(fields).where('id', '=', id).execute();
+      if (body.isLatest === true) await repo.moveLatest(trx, current.addonId, id);
+    });
+    return this.releaseItem(id, lang);
+  }
+
+  async deleteRelease(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      const current = await repo.findRelease(trx, id);
+      if (!current || !(await repo.lockAddon(trx, current.addonId, this.ctx.engine))) {
+        throw notFound(`release not found: ${id}`);
+      }
+      // Re-read under the lock: the flag or the count may have moved since.
+      const locked = await repo.findRelease(trx, id);
+      if (!locked) throw notFound(`release not found: ${id}`);
+      await trx.deleteFrom('releases').where('id', '=', id).execute();
+      // `totalDownloads` is the sum of the addon's releases' counts.
+      if (locked.downloadCount > 0) {
+        await trx
+          .updateTable('addons')
+          .set((eb) => ({ totalDownloads: eb('totalDownloads', '-', locked.downloadCount) }))
+          .where('id', '=', locked.addonId)
+          .execute();
+      }
+      if (locked.isLatest === 1) await repo.reflagLatest(trx, locked.addonId);
+    });
+  }
+
+  async createScreenshot(addonId: string, body: Static<typeof ScreenshotCreateBody>): Promise<Screenshot> {
+    const row: ScreenshotRow = {
+      id: newId(),
+      addonId,
+      imageUrl: body.imageUrl,
+      sortOrder: body.sortOrder ?? 0,
+      createdAt: nowIso(),
+    };
+    await this.write(async (trx) => {
+      if (!(await repo.findAddonById(trx, addonId))) throw notFound(`addon not found: ${addonId}`);
+      await trx.insertInto('screenshots').values(row).execute();
+    });
+    return toScreenshot(row);
+  }
+
+  async updateScreenshot(id: string, body: Static<typeof ScreenshotUpdateBody>): Promise<Screenshot> {
+    const updated = await this.write(async (trx) => {
+      if (!(await repo.findScreenshot(trx, id))) throw notFound(`screenshot not found: ${id}`);
+      const fields = {
+        ...(body.imageUrl !== undefined ? { imageUrl: body.imageUrl } : {}),
+        ...(body.sortOrder !== undefined ? { sortOrder: body.sortOrder } : {}),
+      };
+      if (Object.keys(fields).length > 0)
+        await trx.updateTable('screenshots').set(fields).where('id', '=', id).execute();
+      return repo.findScreenshot(trx, id);
+    });
+    if (!updated) throw notFound(`screenshot not found: ${id}`);
+    return toScreenshot(updated);
+  }
+
+  async deleteScreenshot(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      const result = await trx.deleteFrom('screenshots').where('id', '=', id).executeTakeFirst();
+      if (result.numDeletedRows === 0n) throw notFound(`screenshot not found: ${id}`);
+    });
+  }
+}
