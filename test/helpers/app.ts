@@ -6,6 +6,7 @@ import { type App, buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { type DatabaseHandle, openDatabase } from '../../src/db/index.js';
 import { LocalStorage } from '../../src/storage/local.js';
+import type { Storage } from '../../src/storage/storage.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
 export const ADMIN = { username: 'admin', password: 'admin-secret-1' };
@@ -22,8 +23,14 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** A real app on a fresh database (the run's engine) and a fresh local store, logged in as the administrator. */
-export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * A real app on a fresh database (the run's engine) and a fresh local store (or `options.storage`,
+ * which the caller closes), logged in as the administrator.
+ */
+export async function buildTestApp(
+  env: Record<string, string> = {},
+  options: { storage?: Storage } = {},
+): Promise<TestApp> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-test-'));
   const testDb = await createTestDatabase(dir);
   const config = loadConfig({
@@ -36,7 +43,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     ...env,
   });
   const database = await openDatabase(testDb.config);
-  const storage = new LocalStorage(path.join(dir, 'uploads'));
+  const storage = options.storage ?? new LocalStorage(path.join(dir, 'uploads'));
   const app = await buildApp({ config: { ...config, database: testDb.config }, database, storage, logger: false });
   await app.server.ready();
   const cookie = await login(app, ADMIN.username, ADMIN.password);
@@ -84,7 +91,12 @@ export function multipartBody(name: string, content: Buffer | string, field = 'f
 /** Uploads `content` as `name` through the API and answers the upload's JSON. */
 export async function upload(t: TestApp, name: string, content: Buffer | string) {
   const { payload, headers } = multipartBody(name, content);
-  const res = await t.inject({ method: 'POST', url: '/api/upload', headers: { ...headers, cookie: t.cookie }, payload });
+  const res = await t.inject({
+    method: 'POST',
+    url: '/api/upload',
+    headers: { ...headers, cookie: t.cookie },
+    payload,
+  });
   if (res.statusCode !== 201) throw new Error(`upload failed ${res.statusCode}: ${res.body}`);
   return res.json<{ filePath: string; originalName: string; size: number; sha256: string }>();
 }

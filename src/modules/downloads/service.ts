@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import parseRange from 'range-parser';
@@ -78,6 +79,17 @@ export class DownloadService {
 
     if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send();
 
+    // Object storage may hand a GET's bytes out itself: a redirect, counted unless it resumes
+    // (HEAD stays here: a URL presigned for GET does not answer HEAD).
+    const presigned =
+      counted && options.disposition === 'attachment' ? await this.storage.presignedUrl?.(key, target.fileName) : null;
+    if (presigned) {
+      const resumed = typeof request.headers.range === 'string' && !/^bytes=\s*0-/.test(request.headers.range);
+      if (!resumed) await options.count?.();
+      reply.removeHeader('Content-Disposition');
+      return reply.code(302).header('Cache-Control', 'no-store').redirect(presigned);
+    }
+
     let start = 0;
     let end = info.size - 1;
     const rangeHeader = request.headers.range;
@@ -105,7 +117,8 @@ export class DownloadService {
     }
     const length = info.size === 0 ? 0 : end - start + 1;
     reply.header('Content-Length', length);
-    if (request.method === 'HEAD') return reply.send();
+    // An empty stream, not an empty body: Fastify's HEAD handling would otherwise set Content-Length: 0.
+    if (request.method === 'HEAD') return reply.send(Readable.from([]));
     if (start === 0) await options.count?.();
     if (length === 0) return reply.send('');
     return reply.send(await this.storage.read(key, { start, end }));
