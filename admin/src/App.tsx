@@ -1,0 +1,158 @@
+import { AppShell, Burger, Center, Group, Loader, NavLink, SegmentedControl, Text, Title } from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect } from 'react';
+import { ApiError, api, data, setUnauthorizedHandler } from './api/client';
+import { type Lang, type MessageKey, useI18n } from './i18n';
+import { AccountPage } from './pages/Account';
+import { AddonDetailPage, AddonsPage } from './pages/Addons';
+import { ArticlesPage } from './pages/Articles';
+import { BannersPage } from './pages/Banners';
+import { DashboardPage } from './pages/Dashboard';
+import { DevicesPage } from './pages/Devices';
+import { GalleryPage } from './pages/Gallery';
+import { LoginPage } from './pages/Login';
+import { SoftwarePage } from './pages/Software';
+import { useLink, useRouter } from './router';
+
+export const ME_KEY = ['me'] as const;
+
+export function useMe() {
+  return useQuery({
+    queryKey: ME_KEY,
+    queryFn: async () => {
+      try {
+        return data(await api.GET('/api/admin/me')).user;
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 401) return null;
+        throw error;
+      }
+    },
+    staleTime: 60_000,
+  });
+}
+
+const NAV: { to: string; label: MessageKey }[] = [
+  { to: '/', label: 'dashboard' },
+  { to: '/software', label: 'software' },
+  { to: '/addons', label: 'addons' },
+  { to: '/articles', label: 'articles' },
+  { to: '/banners', label: 'banners' },
+  { to: '/gallery', label: 'gallery' },
+  { to: '/devices', label: 'devices' },
+  { to: '/account', label: 'account' },
+];
+
+function NavItem({ to, label, active, onNavigate }: { to: string; label: string; active: boolean; onNavigate: () => void }) {
+  const link = useLink(to);
+  return (
+    <NavLink
+      component="a"
+      href={link.href}
+      label={label}
+      active={active}
+      data-testid={`nav-${to === '/' ? 'dashboard' : to.slice(1)}`}
+      onClick={(e) => {
+        link.onClick(e);
+        onNavigate();
+      }}
+    />
+  );
+}
+
+export function LanguageSwitch() {
+  const { lang, setLang } = useI18n();
+  return (
+    <SegmentedControl
+      size="xs"
+      value={lang}
+      onChange={(v) => setLang(v as Lang)}
+      data={[
+        { value: 'zh', label: '中文' },
+        { value: 'en', label: 'English' },
+      ]}
+      data-testid="lang-switch"
+    />
+  );
+}
+
+function Page({ route }: { route: string }) {
+  if (route === '/' || route === '') return <DashboardPage />;
+  if (route === '/software') return <SoftwarePage />;
+  if (route === '/addons') return <AddonsPage />;
+  const addon = /^\/addons\/([^/]+)$/.exec(route);
+  if (addon?.[1]) return <AddonDetailPage id={decodeURIComponent(addon[1])} />;
+  if (route === '/articles') return <ArticlesPage />;
+  if (route === '/banners') return <BannersPage />;
+  if (route === '/gallery') return <GalleryPage />;
+  if (route === '/devices') return <DevicesPage />;
+  if (route === '/account') return <AccountPage />;
+  return <DashboardPage />;
+}
+
+export function App() {
+  const { t, lang } = useI18n();
+  const { route, navigate } = useRouter();
+  const queryClient = useQueryClient();
+  const me = useMe();
+  const [opened, { toggle, close }] = useDisclosure();
+
+  useEffect(() => {
+    document.documentElement.lang = lang;
+    document.title = t('appTitle');
+  }, [lang, t]);
+
+  useEffect(() => {
+    setUnauthorizedHandler(() => {
+      queryClient.setQueryData(ME_KEY, null);
+    });
+    return () => setUnauthorizedHandler(null);
+  }, [queryClient]);
+
+  if (me.isPending) {
+    return (
+      <Center h="100vh">
+        <Loader />
+      </Center>
+    );
+  }
+  if (!me.data) {
+    return (
+      <LoginPage
+        onLoggedIn={() => {
+          queryClient.clear();
+          void queryClient.invalidateQueries({ queryKey: ME_KEY });
+          if (route === '/login') navigate('/');
+        }}
+      />
+    );
+  }
+
+  const section = '/' + (route.split('/')[1] ?? '');
+  return (
+    <AppShell header={{ height: 56 }} navbar={{ width: 220, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
+      <AppShell.Header>
+        <Group h="100%" px="md" justify="space-between">
+          <Group>
+            <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" />
+            <Title order={4}>{t('appTitle')}</Title>
+          </Group>
+          <Group>
+            <Text size="sm" c="dimmed" visibleFrom="sm" data-testid="signed-in-as">
+              {t('signedInAs', { name: me.data.username })}
+            </Text>
+            <LanguageSwitch />
+          </Group>
+        </Group>
+      </AppShell.Header>
+      <AppShell.Navbar p="xs">
+        {NAV.map((item) => (
+          <NavItem key={item.to} to={item.to} label={t(item.label)} active={section === item.to} onNavigate={close} />
+        ))}
+      </AppShell.Navbar>
+      <AppShell.Main>
+        <Page route={route} />
+      </AppShell.Main>
+    </AppShell>
+  );
+}

@@ -1,0 +1,57 @@
+import createClient, { type Middleware } from 'openapi-fetch';
+import type { ContentPaths } from './content';
+import type { components as _components, paths as GeneratedPaths } from './schema';
+
+/** Generated paths win; the hand-typed content paths fill in what /openapi.json does not document yet. */
+export type Paths = GeneratedPaths & Omit<ContentPaths, keyof GeneratedPaths>;
+
+/** A failed API call: the HTTP status and the service's `{error}` message (status 0: network failure). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly path: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+let onUnauthorized: (() => void) | null = null;
+/** Called when an administrator call answers 401 (session ended): the app goes back to the login page. */
+export function setUnauthorizedHandler(handler: (() => void) | null) {
+  onUnauthorized = handler;
+}
+
+const errors: Middleware = {
+  async onResponse({ response, request }) {
+    if (response.ok || response.status === 304) return undefined;
+    let message = response.statusText || 'request failed';
+    try {
+      const body = (await response.clone().json()) as { error?: unknown };
+      if (typeof body.error === 'string') message = body.error;
+    } catch {
+      // not JSON: keep the status text
+    }
+    const path = new URL(request.url).pathname;
+    if (response.status === 401 && path !== '/api/admin/login' && path !== '/api/admin/me') onUnauthorized?.();
+    throw new ApiError(response.status, message, path);
+  },
+  onError({ error, request }) {
+    if (error instanceof ApiError) return error;
+    return new ApiError(0, error instanceof Error ? error.message : String(error), new URL(request.url).pathname);
+  },
+};
+
+export const api = createClient<Paths>({ baseUrl: window.location.origin, credentials: 'same-origin' });
+api.use(errors);
+
+/** The data of a successful call (errors were thrown by the middleware). */
+export function data<T>(result: { data?: T; error?: unknown; response: Response }): T {
+  if (result.data === undefined) {
+    throw new ApiError(result.response.status, 'empty answer', new URL(result.response.url).pathname);
+  }
+  return result.data;
+}
+
+export type Schemas = _components;

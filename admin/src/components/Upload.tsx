@@ -1,0 +1,94 @@
+import type React from 'react';
+import { Button, FileButton, Group, Image, Progress, Stack, Text } from '@mantine/core';
+import { useState } from 'react';
+import { type UploadResult, uploadFile } from '../api/upload';
+import { notifyError } from '../errors';
+import { useI18n } from '../i18n';
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** Choose a file, upload it with a progress bar, and hand the stored file to `onUploaded`. */
+export function UploadButton({
+  label,
+  accept,
+  onUploaded,
+  testId,
+}: {
+  label: string;
+  accept?: string;
+  onUploaded: (result: UploadResult) => void;
+  testId?: string;
+}) {
+  const { t } = useI18n();
+  const [progress, setProgress] = useState<number | null>(null);
+  const [done, setDone] = useState<UploadResult | null>(null);
+
+  async function start(file: File | null) {
+    if (file === null) return;
+    setDone(null);
+    setProgress(0);
+    try {
+      const result = await uploadFile(file, setProgress);
+      setDone(result);
+      onUploaded(result);
+    } catch (error) {
+      notifyError(error, t);
+      setProgress(null);
+    }
+  }
+
+  return (
+    <Stack gap={4}>
+      <Group gap="sm">
+        <FileButton onChange={(file) => void start(file)} accept={accept} inputProps={{ 'data-testid': testId } as React.ComponentProps<'input'>}>
+          {(props) => (
+            <Button variant="light" size="xs" {...props} loading={progress !== null && done === null}>
+              {label}
+            </Button>
+          )}
+        </FileButton>
+        {done !== null && (
+          <Text size="xs" c="dimmed">
+            {t('uploaded')}: {done.originalName} ({formatBytes(done.size)})
+          </Text>
+        )}
+      </Group>
+      {progress !== null && (
+        <Progress value={Math.round(progress * 100)} size="lg" animated={done === null} data-testid="upload-progress" aria-label={t('uploading')} />
+      )}
+    </Stack>
+  );
+}
+
+/** An image field: preview of the current value plus an upload button. */
+export function ImageField({
+  label,
+  value,
+  onChange,
+  testId,
+}: {
+  label: string;
+  value: string | null;
+  onChange: (filePath: string) => void;
+  testId?: string;
+}) {
+  return (
+    <Stack gap={4}>
+      <Text size="sm" fw={500}>
+        {label}
+      </Text>
+      {value ? <Image src={value} alt={label} h={96} w="auto" fit="contain" radius="sm" /> : null}
+      <UploadButton label={label} accept="image/*" onUploaded={(r) => onChange(r.filePath)} testId={testId} />
+    </Stack>
+  );
+}

@@ -1,0 +1,455 @@
+import {
+  ActionIcon,
+  Anchor,
+  Avatar,
+  Badge,
+  Button,
+  Card,
+  Group,
+  Image,
+  Modal,
+  Select,
+  SimpleGrid,
+  Stack,
+  Switch,
+  Table,
+  Text,
+  Textarea,
+  TextInput,
+  Title,
+} from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { api, data } from '../api/client';
+import type { Addon, AddonWrite } from '../api/content';
+import { ConfirmButton } from '../components/Confirm';
+import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
+import { MarkdownEditor } from '../components/Markdown';
+import { ImageField, UploadButton } from '../components/Upload';
+import { notifyError, notifySuccess } from '../errors';
+import { useI18n } from '../i18n';
+import { useLink, useRouter } from '../router';
+
+const KEY = ['addons'] as const;
+const CATEGORIES = ['general', 'ui', 'quest', 'combat'];
+
+type AddonFormValue = Required<Omit<AddonWrite, 'name' | 'summary' | 'iconUrl'>> & { iconUrl: string | null };
+
+function AddonForm({ initial, onSubmit, submitLabel, busy }: { initial: AddonFormValue; onSubmit: (v: AddonFormValue) => void; submitLabel: string; busy: boolean }) {
+  const { t } = useI18n();
+  const [v, setV] = useState(initial);
+  const text = (key: keyof AddonFormValue) => (e: { currentTarget: { value: string } }) => setV({ ...v, [key]: e.currentTarget.value });
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSubmit(v);
+      }}
+    >
+      <Stack>
+        <SimpleGrid cols={{ base: 1, sm: 2 }}>
+          <TextInput label={t('slug')} value={v.slug} onChange={text('slug')} required data-testid="addon-slug" />
+          <Select label={t('category')} data={CATEGORIES} value={v.category} onChange={(c) => setV({ ...v, category: c ?? 'general' })} allowDeselect={false} />
+          <TextInput label={t('nameZh')} value={v.nameZh} onChange={text('nameZh')} required data-testid="addon-name-zh" />
+          <TextInput label={t('nameEn')} value={v.nameEn} onChange={text('nameEn')} data-testid="addon-name-en" />
+          <Textarea label={t('summaryZh')} value={v.summaryZh} onChange={text('summaryZh')} required autosize data-testid="addon-summary-zh" />
+          <Textarea label={t('summaryEn')} value={v.summaryEn} onChange={text('summaryEn')} autosize data-testid="addon-summary-en" />
+        </SimpleGrid>
+        <MarkdownEditor label={t('descriptionZh')} value={v.descriptionZh} onChange={(d) => setV({ ...v, descriptionZh: d })} testId="addon-desc-zh" />
+        <MarkdownEditor label={t('descriptionEn')} value={v.descriptionEn} onChange={(d) => setV({ ...v, descriptionEn: d })} testId="addon-desc-en" />
+        <Group align="flex-end" justify="space-between">
+          <ImageField label={t('uploadIcon')} value={v.iconUrl} onChange={(p) => setV({ ...v, iconUrl: p })} testId="addon-icon-input" />
+          <Switch label={t('published')} checked={v.published} onChange={(e) => setV({ ...v, published: e.currentTarget.checked })} data-testid="addon-published" />
+        </Group>
+        <Button type="submit" loading={busy} data-testid="addon-submit">
+          {submitLabel}
+        </Button>
+      </Stack>
+    </form>
+  );
+}
+
+const emptyAddon: AddonFormValue = {
+  slug: '',
+  nameZh: '',
+  nameEn: '',
+  summaryZh: '',
+  summaryEn: '',
+  descriptionZh: '',
+  descriptionEn: '',
+  iconUrl: null,
+  category: 'general',
+  published: true,
+};
+
+function AddonRow({ addon }: { addon: Addon }) {
+  const { t } = useI18n();
+  const link = useLink(`/addons/${addon.id}`);
+  return (
+    <Table.Tr>
+      <Table.Td>
+        <Group gap="sm" wrap="nowrap">
+          <Avatar src={addon.iconUrl} radius="sm">
+            {addon.name.slice(0, 1)}
+          </Avatar>
+          <div>
+            <Anchor {...link} fw={500}>
+              {addon.name}
+            </Anchor>
+            <Text size="xs" c="dimmed" ff="monospace">
+              {addon.slug}
+            </Text>
+          </div>
+        </Group>
+      </Table.Td>
+      <Table.Td>{addon.category}</Table.Td>
+      <Table.Td>{addon.published ? <Badge color="green">{t('published')}</Badge> : <Badge color="gray">{t('draft')}</Badge>}</Table.Td>
+      <Table.Td>{addon.releases[0]?.version ?? '–'}</Table.Td>
+      <Table.Td>{addon.totalDownloads}</Table.Td>
+      <Table.Td>
+        <Button size="xs" variant="light" component="a" {...link}>
+          {t('manage')}
+        </Button>
+      </Table.Td>
+    </Table.Tr>
+  );
+}
+
+export function AddonsPage() {
+  const { t, lang } = useI18n();
+  const queryClient = useQueryClient();
+  const { navigate } = useRouter();
+  const [creating, create] = useDisclosure(false);
+  const list = useQuery({
+    queryKey: [...KEY, 'list', lang],
+    queryFn: async () => data(await api.GET('/api/addons', { params: { query: { lang, published: 'false' } } })),
+  });
+  const add = useMutation({
+    mutationFn: async (body: AddonFormValue) => data(await api.POST('/api/addons', { body })),
+    onSuccess: (addon) => {
+      notifySuccess(t('created'));
+      create.close();
+      void queryClient.invalidateQueries({ queryKey: KEY });
+      navigate(`/addons/${addon.id}`);
+    },
+    onError: (error) => notifyError(error, t),
+  });
+  return (
+    <Stack>
+      <Group justify="space-between">
+        <Title order={2}>{t('addons')}</Title>
+        <Button onClick={create.open} data-testid="new-addon">
+          {t('newAddon')}
+        </Button>
+      </Group>
+      <Card withBorder>
+        {list.data?.length === 0 ? (
+          <Text c="dimmed">{t('noAddons')}</Text>
+        ) : (
+          <Table.ScrollContainer minWidth={700}>
+            <Table>
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>{t('name')}</Table.Th>
+                  <Table.Th>{t('category')}</Table.Th>
+                  <Table.Th>{t('published')}</Table.Th>
+                  <Table.Th>{t('latest')}</Table.Th>
+                  <Table.Th>{t('totalDownloads')}</Table.Th>
+                  <Table.Th />
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {list.data?.map((addon) => (
+                  <AddonRow key={addon.id} addon={addon} />
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+      </Card>
+      <Modal opened={creating} onClose={create.close} title={t('newAddon')} size="90%">
+        <AddonForm initial={emptyAddon} submitLabel={t('create')} busy={add.isPending} onSubmit={(v) => add.mutate(v)} />
+      </Modal>
+    </Stack>
+  );
+}
+
+function ReleaseForm({ addonId, onDone }: { addonId: string; onDone: () => void }) {
+  const { t } = useI18n();
+  const queryClient = useQueryClient();
+  const [version, setVersion] = useState('');
+  const [gameVersion, setGameVersion] = useState('1.18');
+  const [changelogZh, setChangelogZh] = useState('');
+  const [changelogEn, setChangelogEn] = useState('');
+  const [source, setSource] = useState(emptySource);
+  const create = useMutation({
+    mutationFn: async () =>
+      data(await api.POST('/api/releases', { body: { addonId, version, gameVersion, changelogZh, changelogEn, ...sourceBody(source) } })),
+    onSuccess: () => {
+      notifySuccess(t('created'));
+      void queryClient.invalidateQueries({ queryKey: KEY });
+      onDone();
+    },
+    onError: (error) => notifyError(error, t),
+  });
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (!sourceReady(source)) return notifyError(new Error(t('fileRequired')), t);
+        create.mutate();
+      }}
+    >
+      <Stack>
+        <Group grow>
+          <TextInput label={t('version')} value={version} onChange={(e) => setVersion(e.currentTarget.value)} required data-testid="rel-version" />
+          <TextInput label={t('gameVersion')} value={gameVersion} onChange={(e) => setGameVersion(e.currentTarget.value)} data-testid="rel-game-version" />
+        </Group>
+        <FileSource value={source} onChange={setSource} />
+        <Textarea label={t('changelogZh')} value={changelogZh} onChange={(e) => setChangelogZh(e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-zh" />
+        <Textarea label={t('changelogEn')} value={changelogEn} onChange={(e) => setChangelogEn(e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-en" />
+        <Button type="submit" loading={create.isPending} data-testid="rel-submit">
+          {t('create')}
+        </Button>
+      </Stack>
+    </form>
+  );
+}
+
+export function AddonDetailPage({ id }: { id: string }) {
+  const { t, lang } = useI18n();
+  const queryClient = useQueryClient();
+  const { navigate } = useRouter();
+  const back = useLink('/addons');
+  const [editing, edit] = useDisclosure(false);
+  const [releasing, release] = useDisclosure(false);
+  const detail = useQuery({
+    queryKey: [...KEY, id, lang],
+    queryFn: async () => data(await api.GET('/api/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
+  });
+  const invalidate = () => void queryClient.invalidateQueries({ queryKey: KEY });
+  const onError = (error: unknown) => notifyError(error, t);
+  const update = useMutation({
+    mutationFn: async (body: AddonWrite) => data(await api.PUT('/api/addons/{id}', { params: { path: { id } }, body })),
+    onSuccess: () => {
+      notifySuccess(t('saved'));
+      edit.close();
+      invalidate();
+    },
+    onError,
+  });
+  const remove = useMutation({
+    mutationFn: async () => data(await api.DELETE('/api/addons/{id}', { params: { path: { id } } })),
+    onSuccess: () => {
+      notifySuccess(t('deleted'));
+      invalidate();
+      navigate('/addons');
+    },
+    onError,
+  });
+  const releaseUpdate = useMutation({
+    mutationFn: async (args: { id: string; isLatest: true }) =>
+      data(await api.PUT('/api/releases/{id}', { params: { path: { id: args.id } }, body: { isLatest: args.isLatest } })),
+    onSuccess: () => {
+      notifySuccess(t('saved'));
+      invalidate();
+    },
+    onError,
+  });
+  const releaseDelete = useMutation({
+    mutationFn: async (releaseId: string) => data(await api.DELETE('/api/releases/{id}', { params: { path: { id: releaseId } } })),
+    onSuccess: () => {
+      notifySuccess(t('deleted'));
+      invalidate();
+    },
+    onError,
+  });
+  const shotAdd = useMutation({
+    mutationFn: async (body: { imageUrl: string; sortOrder: number }) =>
+      data(await api.POST('/api/addons/{id}/screenshots', { params: { path: { id } }, body })),
+    onSuccess: () => {
+      notifySuccess(t('created'));
+      invalidate();
+    },
+    onError,
+  });
+  const shotMove = useMutation({
+    mutationFn: async (moves: { id: string; sortOrder: number }[]) => {
+      for (const move of moves) {
+        data(await api.PUT('/api/screenshots/{id}', { params: { path: { id: move.id } }, body: { sortOrder: move.sortOrder } }));
+      }
+    },
+    onSuccess: invalidate,
+    onError,
+  });
+  const shotDelete = useMutation({
+    mutationFn: async (shotId: string) => data(await api.DELETE('/api/screenshots/{id}', { params: { path: { id: shotId } } })),
+    onSuccess: () => {
+      notifySuccess(t('deleted'));
+      invalidate();
+    },
+    onError,
+  });
+
+  const addon = detail.data;
+  if (!addon) {
+    return <Text c={detail.isError ? 'red' : 'dimmed'}>{detail.isError ? t('e404', { msg: id }) : t('loading')}</Text>;
+  }
+  const shots = [...addon.screenshots].sort((a, b) => a.sortOrder - b.sortOrder);
+  /** Swap with the neighbour; orders are renumbered 0..n so that equal values cannot tie. */
+  const move = (index: number, delta: number) => {
+    const order = shots.map((s) => s.id);
+    const other = index + delta;
+    if (other < 0 || other >= order.length) return;
+    [order[index], order[other]] = [order[other]!, order[index]!];
+    shotMove.mutate(order.map((shotId, sortOrder) => ({ id: shotId, sortOrder })).filter((m) => shots.find((s) => s.id === m.id)?.sortOrder !== m.sortOrder));
+  };
+
+  return (
+    <Stack>
+      <Group justify="space-between">
+        <Group>
+          <Anchor {...back}>← {t('back')}</Anchor>
+          <Avatar src={addon.iconUrl} radius="sm" />
+          <Title order={2}>{addon.name}</Title>
+          {addon.published ? <Badge color="green">{t('published')}</Badge> : <Badge color="gray">{t('draft')}</Badge>}
+        </Group>
+        <Group gap="xs">
+          <Switch
+            label={t('published')}
+            checked={addon.published}
+            onChange={(e) => update.mutate({ published: e.currentTarget.checked })}
+            data-testid="addon-published-toggle"
+          />
+          <Button variant="default" size="xs" onClick={edit.open}>
+            {t('edit')}
+          </Button>
+          <ConfirmButton message={t('confirmDelete', { name: addon.name })} onConfirm={() => remove.mutate()}>
+            {t('delete')}
+          </ConfirmButton>
+        </Group>
+      </Group>
+      <Text c="dimmed">
+        {addon.summary} · {t('category')}: {addon.category} · {t('totalDownloads')}: <b data-testid="addon-total-downloads">{addon.totalDownloads}</b>
+      </Text>
+
+      <Card withBorder>
+        <Group justify="space-between" mb="sm">
+          <Title order={4}>{t('releases')}</Title>
+          <Button size="xs" onClick={release.open} data-testid="new-release">
+            {t('newRelease')}
+          </Button>
+        </Group>
+        {addon.releases.length === 0 ? (
+          <Text c="dimmed" size="sm">
+            {t('noVersions')}
+          </Text>
+        ) : (
+          <Table.ScrollContainer minWidth={700}>
+            <Table striped data-testid="releases">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>{t('version')}</Table.Th>
+                  <Table.Th>{t('gameVersion')}</Table.Th>
+                  <Table.Th>{t('downloadsCol')}</Table.Th>
+                  <Table.Th>{t('created_at')}</Table.Th>
+                  <Table.Th>{t('actions')}</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {addon.releases.map((r) => (
+                  <Table.Tr key={r.id}>
+                    <Table.Td>
+                      <Group gap={6}>
+                        <Text fw={500}>{r.version}</Text>
+                        {r.isLatest && <Badge color="green">{t('latest')}</Badge>}
+                        {r.downloadType === 'url' && <Badge variant="outline">URL</Badge>}
+                      </Group>
+                      <Text size="xs" c="dimmed" lineClamp={2}>
+                        {r.changelog}
+                      </Text>
+                    </Table.Td>
+                    <Table.Td>{r.gameVersion || '–'}</Table.Td>
+                    <Table.Td>{r.downloadCount}</Table.Td>
+                    <Table.Td>{new Date(r.createdAt).toLocaleString()}</Table.Td>
+                    <Table.Td>
+                      <Group gap={4} wrap="nowrap">
+                        {!r.isLatest && (
+                          <Button size="xs" variant="light" onClick={() => releaseUpdate.mutate({ id: r.id, isLatest: true })}>
+                            {t('setLatest')}
+                          </Button>
+                        )}
+                        <ConfirmButton message={t('confirmDelete', { name: r.version })} onConfirm={() => releaseDelete.mutate(r.id)}>
+                          {t('delete')}
+                        </ConfirmButton>
+                      </Group>
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+      </Card>
+
+      <Card withBorder>
+        <Group justify="space-between" mb="sm">
+          <Title order={4}>{t('screenshots')}</Title>
+          <UploadButton
+            label={t('addScreenshot')}
+            accept="image/*"
+            testId="screenshot-input"
+            onUploaded={(r) => shotAdd.mutate({ imageUrl: r.filePath, sortOrder: (shots.at(-1)?.sortOrder ?? -1) + 1 })}
+          />
+        </Group>
+        <SimpleGrid cols={{ base: 2, md: 4 }} data-testid="screenshots">
+          {shots.map((s, index) => (
+            <Card key={s.id} withBorder p="xs">
+              <Image src={s.imageUrl} h={120} fit="contain" alt="" />
+              <Group justify="space-between" mt="xs" gap={4}>
+                <Text size="xs" c="dimmed">
+                  #{s.sortOrder}
+                </Text>
+                <Group gap={4}>
+                  <ActionIcon variant="default" size="sm" aria-label={t('moveUp')} disabled={index === 0} onClick={() => move(index, -1)}>
+                    ←
+                  </ActionIcon>
+                  <ActionIcon variant="default" size="sm" aria-label={t('moveDown')} disabled={index === shots.length - 1} onClick={() => move(index, 1)}>
+                    →
+                  </ActionIcon>
+                  <ConfirmButton size="compact-xs" message={t('confirmDelete', { name: `#${s.sortOrder}` })} onConfirm={() => shotDelete.mutate(s.id)}>
+                    {t('delete')}
+                  </ConfirmButton>
+                </Group>
+              </Group>
+            </Card>
+          ))}
+        </SimpleGrid>
+      </Card>
+
+      <Modal opened={editing} onClose={edit.close} title={t('edit')} size="90%">
+        <AddonForm
+          initial={{
+            slug: addon.slug,
+            nameZh: addon.nameZh,
+            nameEn: addon.nameEn,
+            summaryZh: addon.summaryZh,
+            summaryEn: addon.summaryEn,
+            descriptionZh: addon.descriptionZh,
+            descriptionEn: addon.descriptionEn,
+            iconUrl: addon.iconUrl,
+            category: addon.category,
+            published: addon.published,
+          }}
+          submitLabel={t('save')}
+          busy={update.isPending}
+          onSubmit={(v) => update.mutate(v)}
+        />
+      </Modal>
+      <Modal opened={releasing} onClose={release.close} title={`${t('newRelease')} · ${addon.name}`} size="lg">
+        <ReleaseForm addonId={addon.id} onDone={release.close} />
+      </Modal>
+    </Stack>
+  );
+}
