@@ -29,7 +29,7 @@ export class LocalStorage implements Storage {
   }
 
   private resolve(key: string): string {
-    if (!isSafeKey(key) || key.startsWith('.tmp/')) throw new Error(`unsafe storage key: ${key}`);
+    if (!isSafeKey(key)) throw new Error(`unsafe storage key: ${key}`);
     return path.join(this.root, ...key.split('/'));
   }
 

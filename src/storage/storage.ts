@@ -33,12 +33,15 @@ export interface Storage {
   close?(): Promise<void>;
 }
 
-/** Store-relative path without `..`, absolute parts, backslashes, control characters or empty segments. */
+/**
+ * Store-relative path without absolute parts, backslashes, control characters, empty segments or
+ * segments starting with a dot (`.`, `..`, and the store's own `.tmp`).
+ */
 export function isSafeKey(key: string): boolean {
   if (key === '' || key.length > 512) return false;
   // eslint-disable-next-line no-control-regex
   if (/[\\\u0000-\u001f\u007f]/.test(key)) return false;
-  return key.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..');
+  return key.split('/').every((seg) => seg !== '' && !seg.startsWith('.'));
 }
 
 export const UPLOADS_PREFIX = '/uploads/';
