@@ -1,4 +1,4 @@
-import type { Db } from '../../db/index.js';
+import type { Db, Engine } from '../../db/index.js';
 import type { PackageRow, VersionRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 
@@ -49,7 +49,19 @@ export function findVersion(db: Db, id: string): Promise<VersionRow | undefined>
   return db.selectFrom('softwareVersions').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Makes `versionId` the only latest version of its package in the channel. */
+/**
+ * Locks a package row for the rest of the transaction and answers whether it exists. Every write that
+ * moves the `isLatest` flag takes this lock first, so concurrent moves on PostgreSQL (several
+ * instances, or one instance's pool) queue up instead of colliding on `software_versions_one_latest`.
+ * SQLite needs no lock: it runs one write transaction at a time.
+ */
+export async function lockPackage(trx: Db, engine: Engine, packageId: string): Promise<boolean> {
+  const query = trx.selectFrom('softwarePackages').select('id').where('id', '=', packageId);
+  const row = await (engine === 'postgres' ? query.forUpdate() : query).executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Makes `versionId` the only latest version of its package in the channel; hold `lockPackage` first. */
 export async function moveLatest(trx: Db, packageId: string, versionId: string): Promise<void> {
   await trx
     .updateTable('softwareVersions')

@@ -274,8 +274,9 @@ export class SoftwareService {
       createdAt: nowIso(),
     };
     await this.write(async (trx) => {
-      const pkg = await trx.selectFrom('softwarePackages').select('id').where('id', '=', packageId).executeTakeFirst();
-      if (!pkg) throw notFound(`software package not found: ${packageId}`);
+      if (!(await repo.lockPackage(trx, this.ctx.engine, packageId))) {
+        throw notFound(`software package not found: ${packageId}`);
+      }
       await trx.insertInto('softwareVersions').values(row).execute();
       await repo.moveLatest(trx, packageId, row.id);
       await trx.updateTable('softwarePackages').set({ updatedAt: nowIso() }).where('id', '=', packageId).execute();
@@ -296,6 +297,7 @@ export class SoftwareService {
       ...(body.minVersion !== undefined ? { minVersion: body.minVersion } : {}),
     };
     await this.write(async (trx) => {
+      if (body.isLatest === true) await repo.lockPackage(trx, this.ctx.engine, current.packageId);
       if (body.isLatest === false) fields.isLatest = 0;
       if (Object.keys(fields).length > 0) {
         await trx.updateTable('softwareVersions').set(fields).where('id', '=', versionId).execute();
@@ -310,6 +312,7 @@ export class SoftwareService {
   async deleteVersion(versionId: string): Promise<void> {
     const current = await this.version(versionId);
     await this.write(async (trx) => {
+      await repo.lockPackage(trx, this.ctx.engine, current.packageId);
       await trx.deleteFrom('softwareVersions').where('id', '=', versionId).execute();
       if (current.isLatest === 1) await repo.reflagLatest(trx, current.packageId);
     });
