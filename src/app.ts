@@ -12,6 +12,7 @@ import type { DatabaseHandle } from './db/index.js';
 import { installErrorHandling } from './http/errors.js';
 import { addonRoutes } from './modules/addons/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
+import { contentRoutes } from './modules/content/routes.js';
 import { consoleRoutes } from './modules/console/routes.js';
 import { AuthService } from './modules/auth/service.js';
 import { deviceRoutes } from './modules/devices/routes.js';
@@ -101,6 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
   await server.register(addonRoutes(ctx));
+  await server.register(contentRoutes(ctx));
   await server.register(deviceRoutes(ctx));
   await server.register(statsRoutes(ctx));
   await server.register(consoleRoutes());

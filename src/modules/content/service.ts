@@ -1,0 +1,217 @@
+import type { Static } from 'typebox';
+import type { AppContext } from '../../context.js';
+import { isUniqueViolation } from '../../db/errors.js';
+import type { ArticleRow, BannerRow, GalleryRow } from '../../db/schema.js';
+import { newId, nowIso } from '../../domain/clock.js';
+import type { Lang } from '../../domain/lang.js';
+import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { checkSlug } from '../../http/slug.js';
+import { type Article, type Banner, type GalleryImage, toArticle, toBanner, toGalleryImage } from './mapper.js';
+import * as repo from './repository.js';
+import type {
+  ArticleCreateBody,
+  ArticleUpdateBody,
+  BannerCreateBody,
+  BannerUpdateBody,
+  GalleryCreateBody,
+  GalleryUpdateBody,
+} from './schemas.js';
+
+/** Articles, banners and gallery images: small lists, read from the content cache until the next write. */
+export class ContentService {
+  constructor(private readonly ctx: AppContext) {}
+
+  private get db() {
+    return this.ctx.db;
+  }
+
+  /** Runs a write and, once it committed, tells every instance's caches. */
+  private async write<T>(work: (trx: typeof this.db) => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await this.db.transaction().execute(work);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('slug already exists');
+      throw err;
+    }
+    await this.ctx.cache.bump();
+    return result;
+  }
+
+  /* ---------- articles ---------- */
+
+  async articles(publishedOnly: boolean, limit: number | undefined, lang: Lang): Promise<Article[]> {
+    const rows = await this.ctx.cache.get(`articles:${publishedOnly}:${limit ?? ''}`, () =>
+      repo.listArticles(this.db, publishedOnly, limit),
+    );
+    return rows.map((r) => toArticle(r, lang));
+  }
+
+  async article(idOrSlug: string, lang: Lang): Promise<Article> {
+    const row = await this.ctx.cache.get(
+      `article:${idOrSlug}`,
+      async () => (await repo.findArticle(this.db, idOrSlug)) ?? null,
+    );
+    if (!row) throw notFound(`article not found: ${idOrSlug}`);
+    return toArticle(row, lang);
+  }
+
+  async createArticle(body: Static<typeof ArticleCreateBody>, lang: Lang): Promise<Article> {
+    const slug = checkSlug(body.slug);
+    const title = requiredBilingual(body, 'title');
+    const summary = bilingualWrite(body, 'summary');
+    const content = bilingualWrite(body, 'content');
+    const now = nowIso();
+    const row: ArticleRow = {
+      id: newId(),
+      slug,
+      titleZh: title.zh,
+      titleEn: title.en,
+      summaryZh: summary.zh ?? '',
+      summaryEn: summary.en ?? '',
+      contentZh: content.zh ?? '',
+      contentEn: content.en ?? '',
+      coverImage: body.coverImage ?? '',
+      published: body.published === false ? 0 : 1,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.write(async (trx) => {
+      if (await repo.findArticleBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
+      await trx.insertInto('articles').values(row).execute();
+    });
+    return toArticle(row, lang);
+  }
+
+  async updateArticle(id: string, body: Static<typeof ArticleUpdateBody>, lang: Lang): Promise<Article> {
+    const title = bilingualWrite(body, 'title');
+    if (title.zh !== undefined && title.zh.trim() === '') throw badRequest('body.title: must not be empty');
+    const summary = bilingualWrite(body, 'summary');
+    const content = bilingualWrite(body, 'content');
+    const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
+    const row = await this.write(async (trx) => {
+      if (!(await repo.findArticleById(trx, id))) throw notFound(`article not found: ${id}`);
+      if (slug !== undefined) {
+        const other = await repo.findArticleBySlug(trx, slug);
+        if (other && other.id !== id) throw conflict(`slug already exists: ${slug}`);
+      }
+      await trx
+        .updateTable('articles')
+        .set({
+          ...(slug !== undefined ? { slug } : {}),
+          ...(title.zh !== undefined ? { titleZh: title.zh } : {}),
+          ...(title.en !== undefined ? { titleEn: title.en } : {}),
+          ...(summary.zh !== undefined ? { summaryZh: summary.zh } : {}),
+          ...(summary.en !== undefined ? { summaryEn: summary.en } : {}),
+          ...(content.zh !== undefined ? { contentZh: content.zh } : {}),
+          ...(content.en !== undefined ? { contentEn: content.en } : {}),
+          ...(body.coverImage !== undefined ? { coverImage: body.coverImage } : {}),
+          ...(body.published !== undefined ? { published: body.published ? 1 : 0 } : {}),
+          updatedAt: nowIso(),
+        })
+        .where('id', '=', id)
+        .execute();
+      return repo.findArticleById(trx, id);
+    });
+    if (!row) throw notFound(`article not found: ${id}`);
+    return toArticle(row, lang);
+  }
+
+  async deleteArticle(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      const result = await trx.deleteFrom('articles').where('id', '=', id).executeTakeFirst();
+      if (result.numDeletedRows === 0n) throw notFound(`article not found: ${id}`);
+    });
+  }
+
+  /* ---------- banners ---------- */
+
+  async banners(enabledOnly: boolean): Promise<Banner[]> {
+    const rows = await this.ctx.cache.get(`banners:${enabledOnly}`, () => repo.listBanners(this.db, enabledOnly));
+    return rows.map(toBanner);
+  }
+
+  async createBanner(body: Static<typeof BannerCreateBody>): Promise<Banner> {
+    const row: BannerRow = {
+      id: newId(),
+      imageUrl: body.imageUrl,
+      sortOrder: body.sortOrder ?? 0,
+      enabled: body.enabled === false ? 0 : 1,
+      createdAt: nowIso(),
+    };
+    await this.write((trx) => trx.insertInto('banners').values(row).execute());
+    return toBanner(row);
+  }
+
+  async updateBanner(id: string, body: Static<typeof BannerUpdateBody>): Promise<Banner> {
+    const row = await this.write(async (trx) => {
+      if (!(await repo.findBanner(trx, id))) throw notFound(`banner not found: ${id}`);
+      const fields = {
+        ...(body.imageUrl !== undefined ? { imageUrl: body.imageUrl } : {}),
+        ...(body.sortOrder !== undefined ? { sortOrder: body.sortOrder } : {}),
+        ...(body.enabled !== undefined ? { enabled: body.enabled ? 1 : 0 } : {}),
+      };
+      if (Object.keys(fields).length > 0) await trx.updateTable('banners').set(fields).where('id', '=', id).execute();
+      return repo.findBanner(trx, id);
+    });
+    if (!row) throw notFound(`banner not found: ${id}`);
+    return toBanner(row);
+  }
+
+  async deleteBanner(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      const result = await trx.deleteFrom('banners').where('id', '=', id).executeTakeFirst();
+      if (result.numDeletedRows === 0n) throw notFound(`banner not found: ${id}`);
+    });
+  }
+
+  /* ---------- gallery ---------- */
+
+  async gallery(enabledOnly: boolean, lang: Lang): Promise<GalleryImage[]> {
+    const rows = await this.ctx.cache.get(`gallery:${enabledOnly}`, () => repo.listGallery(this.db, enabledOnly));
+    return rows.map((r) => toGalleryImage(r, lang));
+  }
+
+  async createGalleryImage(body: Static<typeof GalleryCreateBody>, lang: Lang): Promise<GalleryImage> {
+    const title = bilingualWrite(body, 'title');
+    const row: GalleryRow = {
+      id: newId(),
+      imageUrl: body.imageUrl,
+      titleZh: title.zh ?? '',
+      titleEn: title.en ?? '',
+      sortOrder: body.sortOrder ?? 0,
+      enabled: body.enabled === false ? 0 : 1,
+      createdAt: nowIso(),
+    };
+    await this.write((trx) => trx.insertInto('galleryImages').values(row).execute());
+    return toGalleryImage(row, lang);
+  }
+
+  async updateGalleryImage(id: string, body: Static<typeof GalleryUpdateBody>, lang: Lang): Promise<GalleryImage> {
+    const title = bilingualWrite(body, 'title');
+    const row = await this.write(async (trx) => {
+      if (!(await repo.findGalleryImage(trx, id))) throw notFound(`gallery image not found: ${id}`);
+      const fields = {
+        ...(body.imageUrl !== undefined ? { imageUrl: body.imageUrl } : {}),
+        ...(title.zh !== undefined ? { titleZh: title.zh } : {}),
+        ...(title.en !== undefined ? { titleEn: title.en } : {}),
+        ...(body.sortOrder !== undefined ? { sortOrder: body.sortOrder } : {}),
+        ...(body.enabled !== undefined ? { enabled: body.enabled ? 1 : 0 } : {}),
+      };
+      if (Object.keys(fields).length > 0) {
+        await trx.updateTable('galleryImages').set(fields).where('id', '=', id).execute();
+      }
+      return repo.findGalleryImage(trx, id);
+    });
+    if (!row) throw notFound(`gallery image not found: ${id}`);
+    return toGalleryImage(row, lang);
+  }
+
+  async deleteGalleryImage(id: string): Promise<void> {
+    await this.write(async (trx) => {
+      const result = await trx.deleteFrom('galleryImages').where('id', '=', id).executeTakeFirst();
+      if (result.numDeletedRows === 0n) throw notFound(`gallery image not found: ${id}`);
+    });
+  }
+}
