@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admin, buildTestApp, type TestApp } from './helpers/app.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await buildTestApp();
+});
+afterAll(() => t.close());
+
+describe('error shape', () => {
+  it('answers an unknown route with 404 {error}', async () => {
+    for (const [method, url] of [
+      ['GET', '/api/nothing'],
+      ['POST', '/api/server-time'],
+      ['DELETE', '/nowhere'],
+    ] as const) {
+      const res = await t.inject({ method, url });
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toEqual({ error: expect.stringContaining('no route') });
+    }
+  });
+
+  it('answers malformed JSON with 400, never 500', async () => {
+    for (const payload of ['{"slug":', '{bad json}', 'null x']) {
+      const res = await t.inject({
+        method: 'POST',
+        url: '/api/software',
+        headers: { cookie: t.cookie, 'content-type': 'application/json' },
+        payload,
+      });
+      expect(res.statusCode, payload).toBe(400);
+      expect(res.json()).toEqual({ error: expect.any(String) });
+    }
+  });
+
+  it('answers an unsupported content type with 415 and an oversized body with 413', async () => {
+    const xml = await t.inject({
+      method: 'POST',
+      url: '/api/software',
+      headers: { cookie: t.cookie, 'content-type': 'application/xml' },
+      payload: '<slug>x</slug>',
+    });
+    expect(xml.statusCode).toBe(415);
+    expect(xml.json()).toEqual({ error: expect.any(String) });
+    const huge = await t.inject({
+      method: 'POST',
+      url: '/api/software',
+      headers: { cookie: t.cookie, 'content-type': 'application/json' },
+      payload: JSON.stringify({ slug: 'big', name: 'x'.repeat(3 * 1024 * 1024) }),
+    });
+    expect(huge.statusCode).toBe(413);
+    expect(huge.json()).toEqual({ error: expect.any(String) });
+  });
+
+  it('names the offending field in validation errors', async () => {
+    const res = await admin(t, 'POST', '/api/software', { slug: 'ok-slug', name: ['x'] });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatch(/^body\.name: /);
+    const missing = await admin(t, 'POST', '/api/software', { name: 'x' });
+    expect(missing.json().error).toBe('body.slug: is required');
+  });
+
+  it('hides server errors behind a 500 without stack traces or SQL', async () => {
+    const broken = await buildTestApp();
+    await broken.database.close();
+    try {
+      const res = await broken.inject('/api/software');
+      expect(res.statusCode).toBe(500);
+      expect(res.json()).toEqual({ error: 'internal server error' });
+    } finally {
+      await broken.app.close();
+      await broken.testDb.drop();
+    }
+  });
+});
+
+describe('documentation and cross-origin reads', () => {
+  it('publishes an OpenAPI document generated from the route schemas and a docs page', async () => {
+    const doc = (await t.inject('/openapi.json')).json();
+    expect(doc.openapi).toMatch(/^3\./);
+    for (const path of [
+      '/api/software/check-update',
+      '/api/software/download/{versionId}',
+      '/api/launcher/heartbeat',
+      '/api/upload',
+    ]) {
+      expect(Object.keys(doc.paths), path).toContain(path);
+    }
+    const checkUpdate = doc.paths['/api/software/check-update'].get;
+    expect(checkUpdate.responses['200'].content['application/json'].schema.properties).toHaveProperty('hasUpdate');
+    const page = await t.inject('/docs/');
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/text\/html/);
+  });
+
+  it('lets the website read public endpoints from another origin', async () => {
+    const res = await t.inject({ url: '/api/software', headers: { origin: 'https://www.example.test' } });
+    expect(res.headers['access-control-allow-origin']).toBe('*');
+    const image = await t.inject({ url: '/api/server-time' });
+    expect(image.statusCode).toBe(200);
+  });
+});
+
+describe('health', () => {
+  it('reports the engine and store for load balancers', async () => {
+    const res = await t.inject('/healthz');
+    expect(res.json()).toEqual({ ok: true, database: t.database.engine, storage: 'local' });
+  });
+});
