@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# The service as an image: `docker build -t launcher-dist-service .`
+# One machine:  docker run -p 3000:3000 -v launcher-data:/data -e ADMIN_PASSWORD=… launcher-dist-service
+# Many:         compose.yaml (PostgreSQL + S3-compatible storage + instances behind a load balancer)
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+# A compiler for better-sqlite3, used only when no prebuilt binary fits the platform.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY . .
+# The service (tsc → dist/), the admin console (vite → admin/dist/), and db:copy as one plain
+# JavaScript file (the image keeps no TypeScript runner); then drop the dev dependencies.
+RUN npm run build \
+ && npx esbuild scripts/db-copy.ts --bundle --platform=node --format=esm --target=node20 \
+      --packages=external --outfile=dist/scripts/db-copy.js \
+ && npm prune --omit=dev --no-audit --no-fund
+
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=3000 \
+    DATA_DIR=/data
+WORKDIR /app
+COPY --from=build /app/package.json /app/package-lock.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/admin/dist ./admin/dist
+# The embedded database and the local file store live in /data; the app files stay root-owned.
+RUN mkdir -p /data && chown node:node /data
+USER node
+VOLUME ["/data"]
+EXPOSE 3000
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# SIGTERM: the service stops taking requests, writes its buffered heartbeats and exits 0.
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/server.js"]
