@@ -22,14 +22,28 @@ export default async (): Promise<ViteUserConfig> => {
       testTimeout: 60_000,
       hookTimeout: 60_000,
       pool: 'forks' as const,
-      projects: engines.map((engine) => ({
-        extends: true,
-        test: {
-          name: engine,
-          include: ['test/**/*.test.ts'],
-          env: { TEST_ENGINE: engine },
+      projects: [
+        ...engines.map((engine) => ({
+          extends: true as const,
+          test: {
+            name: engine,
+            include: ['test/**/*.test.ts'],
+            exclude: ['test/console/**', 'node_modules/**'],
+            env: { TEST_ENGINE: engine },
+          },
+        })),
+        // Browser tests of the admin console: once, against a real service process (SQLite), in Chromium.
+        {
+          extends: true as const,
+          test: {
+            name: 'console',
+            include: ['test/console/**/*.test.ts'],
+            globalSetup: ['test/console/global-setup.ts'],
+            testTimeout: 120_000,
+            hookTimeout: 180_000,
+          },
         },
-      })),
+      ],
     },
   };
 };

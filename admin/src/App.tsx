@@ -119,9 +119,10 @@ export function App() {
   if (!me.data) {
     return (
       <LoginPage
-        onLoggedIn={() => {
-          queryClient.clear();
-          void queryClient.invalidateQueries({ queryKey: ME_KEY });
+        onLoggedIn={(user) => {
+          // Nothing cached for an earlier session survives a new login.
+          queryClient.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
+          queryClient.setQueryData(ME_KEY, user);
           if (route === '/login') navigate('/');
         }}
       />

@@ -150,7 +150,7 @@ const en = {
   e500: 'The server failed ({status}). Try again later.',
   eNetwork: 'The service cannot be reached. Check your connection.',
   eOther: 'Request failed ({status}): {msg}',
-  markdownHint: 'Markdown; raw HTML is shown as text.',
+  markdownHint: 'Markdown; raw HTML is ignored, scripts never run.',
   actions: 'Actions',
   refresh: 'Refresh',
 };
@@ -307,7 +307,7 @@ const zh: Record<MessageKey, string> = {
   e500: '服务器出错（{status}），请稍后再试。',
   eNetwork: '无法连接到服务，请检查网络。',
   eOther: '请求失败（{status}）：{msg}',
-  markdownHint: '支持 Markdown；HTML 会按原文显示。',
+  markdownHint: '支持 Markdown；原始 HTML 会被忽略，脚本不会执行。',
   actions: '操作',
   refresh: '刷新',
 };

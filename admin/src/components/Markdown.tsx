@@ -2,11 +2,12 @@ import { Grid, Paper, Text, Textarea, Typography } from '@mantine/core';
 import ReactMarkdown from 'react-markdown';
 import { useI18n } from '../i18n';
 
-/** Only web and mail links; `javascript:` and other schemes become inert. */
-function safeUrl(url: string): string {
+/** Only web, mail and in-site links; `javascript:` and other schemes lose their URL (the link becomes inert). */
+function safeUrl(url: string): string | null {
   const value = url.trim();
-  if (/^(https?:|mailto:|\/|#|\.)/i.test(value) || !/^[a-z][a-z0-9+.-]*:/i.test(value)) return value;
-  return '';
+  if (/^(https?:|mailto:)/i.test(value)) return value;
+  if (!/^[a-z][a-z0-9+.-]*:/i.test(value)) return value;
+  return null;
 }
 
 /**

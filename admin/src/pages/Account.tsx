@@ -152,7 +152,7 @@ export function AccountPage() {
   const logout = useMutation({
     mutationFn: async () => data(await api.POST('/api/admin/logout')),
     onSettled: () => {
-      queryClient.clear();
+      queryClient.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
       queryClient.setQueryData(ME_KEY, null);
     },
     onError: (error) => notifyError(error, t),

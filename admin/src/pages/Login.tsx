@@ -6,13 +6,13 @@ import { LanguageSwitch } from '../App';
 import { describeError } from '../errors';
 import { useI18n } from '../i18n';
 
-export function LoginPage({ onLoggedIn }: { onLoggedIn: () => void }) {
+export function LoginPage({ onLoggedIn }: { onLoggedIn: (user: { id: string; username: string }) => void }) {
   const { t } = useI18n();
   const [username, setUsername] = useState('admin');
   const [password, setPassword] = useState('');
   const login = useMutation({
     mutationFn: async () => data(await api.POST('/api/admin/login', { body: { username, password } })),
-    onSuccess: onLoggedIn,
+    onSuccess: (result) => onLoggedIn(result.user),
   });
   return (
     <Center mih="100vh" bg="gray.0">

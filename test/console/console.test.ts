@@ -1,0 +1,221 @@
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_PASSWORD, getJson, launchBrowser, login, png, screenshot, type Service, startService } from './browser.js';
+
+let service: Service;
+let browser: Browser;
+let context: BrowserContext | null = null;
+let base = '';
+
+beforeAll(async () => {
+  [service, browser] = await Promise.all([startService(), launchBrowser()]);
+  base = service.server.url;
+});
+afterEach(async () => {
+  await context?.close();
+  context = null;
+});
+afterAll(async () => {
+  await browser?.close();
+  await service?.stop();
+});
+
+/** A fresh browser profile (no cookies) whose preferred language is `locale`. */
+async function newPage(locale = 'en-US'): Promise<Page> {
+  context = await browser.newContext({ locale, viewport: { width: 1366, height: 900 } });
+  const page = await context.newPage();
+  page.on('pageerror', (error) => console.error('page error:', error.message));
+  return page;
+}
+
+describe('admin console in Chromium against the real service', () => {
+  it('is served at /admin with the SPA fallback, caching headers and a CSP', async () => {
+    const index = await fetch(`${base}/admin/software`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-type')).toContain('text/html');
+    expect(index.headers.get('cache-control')).toBe('no-cache');
+    expect(index.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await index.text();
+    const asset = /src="(\/admin\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    expect(asset).toBeDefined();
+    const js = await fetch(`${base}${asset}`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('cache-control')).toContain('immutable');
+    expect((await fetch(`${base}/admin/assets/missing-123.js`)).status).toBe(404);
+  });
+
+  it('logs in: the language follows the browser and can be switched; the dashboard shows devices', async () => {
+    const beat = await fetch(`${base}/api/launcher/heartbeat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ deviceId: 'console-test-pc', os: 'Windows', osVersion: '11', appVersion: '2.0.0' }),
+    });
+    expect(beat.status).toBe(200);
+
+    const page = await newPage('zh-CN');
+    await page.goto(`${base}/admin/`);
+    await page.getByText('管理员登录').waitFor();
+    // A wrong password is told in words.
+    await page.locator('input[name="password"]').fill('wrong-password');
+    await page.getByTestId('login-submit').click();
+    await expect.poll(() => page.getByTestId('login-error').textContent()).toContain('用户名或密码错误');
+    await page.getByText('English').click();
+    await page.getByText('Administrator login').waitFor();
+    await page.locator('input[name="password"]').fill(ADMIN_PASSWORD);
+    await page.getByTestId('login-submit').click();
+    await page.getByTestId('nav-dashboard').waitFor();
+    await expect.poll(() => page.getByTestId('stat-online').textContent(), { timeout: 10_000 }).toBe('1');
+    expect(await page.getByTestId('stat-total').textContent()).toBe('1');
+    await page.getByText('Windows').first().waitFor();
+    await page.locator('.recharts-surface').first().waitFor();
+    await screenshot(page, '01-dashboard');
+  });
+
+  it('creates a package, uploads a version with progress, and check-update answers it', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    await page.getByTestId('new-package').click();
+    await page.getByTestId('pkg-slug').fill('app-launcher');
+    await page.getByTestId('pkg-name-zh').fill('游戏启动器');
+    await page.getByTestId('pkg-name-en').fill('Game Launcher');
+    await page.getByTestId('pkg-submit').click();
+    const card = page.getByTestId('package-app-launcher');
+    await card.waitFor();
+
+    await card.getByTestId('new-version').click();
+    await page.getByTestId('ver-version').fill('1.2.0');
+    await page.getByTestId('ver-code').fill('120');
+    await page.getByTestId('file-input').setInputFiles({
+      name: 'launcher-setup.exe',
+      mimeType: 'application/octet-stream',
+      buffer: Buffer.alloc(3 * 1024 * 1024, 7),
+    });
+    await page.getByText(/Uploaded: launcher-setup\.exe/).waitFor();
+    expect(await page.locator('[data-testid="upload-progress"] [role="progressbar"]').getAttribute('aria-valuenow')).toBe('100');
+    await page.getByTestId('ver-changelog-zh').fill('修复了若干问题');
+    await page.getByTestId('ver-changelog-en').fill('Fixed several bugs');
+    await screenshot(page, '02-version-upload');
+    await page.getByTestId('ver-submit').click();
+    await card.getByText('1.2.0').waitFor();
+    await card.getByText('Latest').waitFor();
+    await screenshot(page, '03-software');
+
+    const update = await getJson<{ hasUpdate: boolean; latest: { version: string; versionCode: number; changelogEn: string; fileSize: number } }>(
+      `${base}/api/software/check-update?slug=app-launcher&versionCode=100&lang=en`,
+    );
+    expect(update.hasUpdate).toBe(true);
+    expect(update.latest).toMatchObject({ version: '1.2.0', versionCode: 120, changelogEn: 'Fixed several bugs', fileSize: 3 * 1024 * 1024 });
+  });
+
+  it('creates an addon with a release and a screenshot, and /api/addons lists it', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-addons').click();
+    await page.getByTestId('new-addon').click();
+    await page.getByTestId('addon-slug').fill('better-bags');
+    await page.getByTestId('addon-name-zh').fill('背包整理');
+    await page.getByTestId('addon-name-en').fill('Better Bags');
+    await page.getByTestId('addon-summary-zh').fill('一键整理背包');
+    await page.getByTestId('addon-summary-en').fill('Sort your bags in one click');
+    await page.getByTestId('addon-desc-en').fill('## Features\n\n- **Sort** bags\n- Search items');
+    await page.getByTestId('addon-desc-en-preview').locator('h2', { hasText: 'Features' }).waitFor();
+    await page.getByTestId('addon-icon-input').setInputFiles({ name: 'icon.png', mimeType: 'image/png', buffer: png(64, 64, [255, 170, 40]) });
+    await page.getByText(/Uploaded: icon\.png/).waitFor();
+    await page.getByTestId('addon-submit').click();
+
+    await page.getByTestId('new-release').click();
+    await page.getByTestId('rel-version').fill('1.0.0');
+    await page.getByTestId('file-input').setInputFiles({ name: 'better-bags-1.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(200_000, 1) });
+    await page.getByText(/Uploaded: better-bags-1\.0\.0\.zip/).waitFor();
+    await page.getByTestId('rel-changelog-en').fill('First release');
+    await page.getByTestId('rel-submit').click();
+    await page.getByTestId('releases').getByText('1.0.0').waitFor();
+
+    await page.getByTestId('screenshot-input').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: png(320, 180, [60, 140, 255]) });
+    await page.getByTestId('screenshots').locator('img').first().waitFor();
+    await screenshot(page, '04-addon');
+
+    type Listed = { slug: string; name: string; published: boolean; releases: { version: string }[]; screenshots: { imageUrl: string }[]; iconUrl: string | null };
+    const addons = await getJson<Listed[]>(`${base}/api/addons?lang=en`);
+    const addon = addons.find((a) => a.slug === 'better-bags');
+    expect(addon).toBeDefined();
+    expect(addon).toMatchObject({ name: 'Better Bags', published: true });
+    expect(addon!.releases.map((r) => r.version)).toEqual(['1.0.0']);
+    expect(addon!.screenshots).toHaveLength(1);
+    expect(addon!.iconUrl).toMatch(/^\/uploads\//);
+  });
+
+  it('writes and publishes an article with a safe live preview, and /api/articles?lang=en lists it', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-articles').click();
+    await page.getByTestId('new-article').click();
+    await page.getByTestId('article-slug').fill('season-two');
+    await page.getByTestId('article-title-zh').fill('第二赛季开启');
+    await page.getByTestId('article-content-zh').fill('# 第二赛季\n\n欢迎回来！');
+    await page.getByTestId('article-tab-en').click();
+    await page.getByTestId('article-title-en').fill('Season two begins');
+    await page.getByTestId('article-summary-en').fill('Everything new this season');
+    await page
+      .getByTestId('article-content-en')
+      .fill('# Season two\n\nWelcome back!\n\n<script>window.__injected = 1</script><img src=x onerror="window.__injected = 2">\n\n[click](javascript:window.__injected=3)');
+    const preview = page.getByTestId('article-content-en-preview');
+    await preview.locator('h1', { hasText: 'Season two' }).waitFor();
+    expect(await preview.locator('script, img').count()).toBe(0);
+    await preview.getByText('click').click();
+    expect(await page.evaluate(() => (window as unknown as { __injected?: number }).__injected)).toBeUndefined();
+    await page.getByTestId('article-cover-input').setInputFiles({ name: 'cover.png', mimeType: 'image/png', buffer: png(480, 240, [40, 200, 120]) });
+    await page.getByText(/Uploaded: cover\.png/).waitFor();
+    await screenshot(page, '05-article-editor');
+    await page.getByTestId('article-submit').click();
+    await page.getByTestId('articles').getByText('Season two begins').waitFor();
+    await screenshot(page, '06-articles');
+
+    const articles = await getJson<{ slug: string; title: string; published: boolean; coverImage: string }[]>(`${base}/api/articles?lang=en`);
+    const article = articles.find((a) => a.slug === 'season-two');
+    expect(article).toMatchObject({ title: 'Season two begins', published: true });
+    expect(article!.coverImage).toMatch(/^\/uploads\//);
+  });
+
+  it('adds a banner and toggles it off', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-banners').click();
+    await page.getByTestId('banner-input').setInputFiles({ name: 'banner.png', mimeType: 'image/png', buffer: png(600, 200, [200, 80, 200]) });
+    const card = page.getByTestId('banner-card');
+    await card.waitFor();
+    await card.getByText('Enabled', { exact: true }).first().waitFor();
+    const [banner] = await getJson<{ id: string; enabled: boolean }[]>(`${base}/api/banners`);
+    expect(banner?.enabled).toBe(true);
+
+    await card.getByTestId('banner-enabled').click({ force: true });
+    await card.getByText('Disabled', { exact: true }).waitFor();
+    await screenshot(page, '07-banners');
+    await expect.poll(async () => (await getJson<{ id: string; enabled: boolean }[]>(`${base}/api/banners`))[0]?.enabled).toBe(false);
+    const enabledOnly = await getJson<{ id: string }[]>(`${base}/api/banners?enabled=1`);
+    expect(enabledOnly.map((b) => b.id)).not.toContain(banner!.id);
+  });
+
+  it('changes the password and logs in again with it', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-account').click();
+    await page.getByTestId('current-password').fill(ADMIN_PASSWORD);
+    await page.getByTestId('new-password').fill('a-new-secret-2');
+    await page.getByTestId('change-password-submit').click();
+    await page.getByTestId('password-changed').waitFor();
+    await screenshot(page, '08-account');
+    await page.getByTestId('logout').click();
+    await page.getByTestId('login-submit').waitFor();
+
+    await page.locator('input[name="password"]').fill(ADMIN_PASSWORD);
+    await page.getByTestId('login-submit').click();
+    await page.getByTestId('login-error').waitFor();
+    await page.locator('input[name="password"]').fill('a-new-secret-2');
+    await page.getByTestId('login-submit').click();
+    await page.getByTestId('nav-dashboard').waitFor();
+    await page.getByTestId('signed-in-as').waitFor();
+    await screenshot(page, '09-logged-in-again');
+  });
+});
