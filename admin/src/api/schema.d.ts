@@ -1110,6 +1110,585 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/articles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Announcement articles, newest first (Markdown content) */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description maximum number of articles (a positive integer) */
+                    limit?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                    /** @description `false` includes drafts; anything else lists published only */
+                    published?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            content: string;
+                            contentEn: string;
+                            contentZh: string;
+                            coverImage: string;
+                            createdAt: string;
+                            id: string;
+                            lang: "zh" | "en";
+                            published: boolean;
+                            slug: string;
+                            summary: string;
+                            summaryEn: string;
+                            summaryZh: string;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                            updatedAt: string;
+                        }[];
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description alias of contentZh */
+                        content?: string;
+                        /** @description English text */
+                        contentEn?: string;
+                        /** @description Chinese text */
+                        contentZh?: string;
+                        coverImage?: string;
+                        /** @description default true */
+                        published?: boolean;
+                        /** @description 1–64 characters of a-z 0-9 . _ -, starting with a letter or digit */
+                        slug: string;
+                        /** @description alias of summaryZh */
+                        summary?: string;
+                        /** @description English text */
+                        summaryEn?: string;
+                        /** @description Chinese text */
+                        summaryZh?: string;
+                        /** @description alias of titleZh */
+                        title?: string;
+                        /** @description English text */
+                        titleEn?: string;
+                        /** @description Chinese text */
+                        titleZh?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            content: string;
+                            contentEn: string;
+                            contentZh: string;
+                            coverImage: string;
+                            createdAt: string;
+                            id: string;
+                            lang: "zh" | "en";
+                            published: boolean;
+                            slug: string;
+                            summary: string;
+                            summaryEn: string;
+                            summaryZh: string;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                            updatedAt: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/articles/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description alias of contentZh */
+                        content?: string;
+                        /** @description English text */
+                        contentEn?: string;
+                        /** @description Chinese text */
+                        contentZh?: string;
+                        coverImage?: string;
+                        /** @description default true */
+                        published?: boolean;
+                        /** @description 1–64 characters of a-z 0-9 . _ -, starting with a letter or digit */
+                        slug?: string;
+                        /** @description alias of summaryZh */
+                        summary?: string;
+                        /** @description English text */
+                        summaryEn?: string;
+                        /** @description Chinese text */
+                        summaryZh?: string;
+                        /** @description alias of titleZh */
+                        title?: string;
+                        /** @description English text */
+                        titleEn?: string;
+                        /** @description Chinese text */
+                        titleZh?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            content: string;
+                            contentEn: string;
+                            contentZh: string;
+                            coverImage: string;
+                            createdAt: string;
+                            id: string;
+                            lang: "zh" | "en";
+                            published: boolean;
+                            slug: string;
+                            summary: string;
+                            summaryEn: string;
+                            summaryZh: string;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                            updatedAt: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            ok: true;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/articles/{idOrSlug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One article by id or slug */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path: {
+                    idOrSlug: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            content: string;
+                            contentEn: string;
+                            contentZh: string;
+                            coverImage: string;
+                            createdAt: string;
+                            id: string;
+                            lang: "zh" | "en";
+                            published: boolean;
+                            slug: string;
+                            summary: string;
+                            summaryEn: string;
+                            summaryZh: string;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                            updatedAt: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/banners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Hero banners by sortOrder */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `1` lists only enabled items; otherwise all */
+                    enabled?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            id: string;
+                            imageUrl: string;
+                            sortOrder: number;
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description default true */
+                        enabled?: boolean;
+                        imageUrl: string;
+                        sortOrder?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            id: string;
+                            imageUrl: string;
+                            sortOrder: number;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/banners/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description default true */
+                        enabled?: boolean;
+                        imageUrl?: string;
+                        sortOrder?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            id: string;
+                            imageUrl: string;
+                            sortOrder: number;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            ok: true;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/download/{releaseId}": {
         parameters: {
             query?: never;
@@ -1163,6 +1742,233 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/gallery": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gallery images by sortOrder */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `1` lists only enabled items; otherwise all */
+                    enabled?: string;
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            id: string;
+                            imageUrl: string;
+                            lang: "zh" | "en";
+                            sortOrder: number;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description default true */
+                        enabled?: boolean;
+                        imageUrl: string;
+                        sortOrder?: number;
+                        /** @description alias of titleZh */
+                        title?: string;
+                        /** @description English text */
+                        titleEn?: string;
+                        /** @description Chinese text */
+                        titleZh?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            id: string;
+                            imageUrl: string;
+                            lang: "zh" | "en";
+                            sortOrder: number;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/gallery/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description default true */
+                        enabled?: boolean;
+                        imageUrl?: string;
+                        sortOrder?: number;
+                        /** @description alias of titleZh */
+                        title?: string;
+                        /** @description English text */
+                        titleEn?: string;
+                        /** @description Chinese text */
+                        titleZh?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            id: string;
+                            imageUrl: string;
+                            lang: "zh" | "en";
+                            sortOrder: number;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            ok: true;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
