@@ -1,11 +1,25 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type App, buildApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { type DatabaseHandle, openDatabase } from '../src/db/index.js';
+import { LocalStorage } from '../src/storage/local.js';
 import { admin, buildTestApp, type TestApp, upload } from './helpers/app.js';
 
 let t: TestApp;
 beforeAll(async () => {
   t = await buildTestApp();
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  // Like t.close(), with a pause before the drop: pg's pool.end() resolves before its sockets have
+  // closed, and dropping the database under them surfaces as unhandled 57P01 errors.
+  await t.app.close();
+  await t.database.close();
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  await t.testDb.drop();
+  fs.rmSync(t.dir, { recursive: true, force: true });
+});
 
 interface AddonJson {
   id: string;
@@ -527,5 +541,87 @@ describe('GET /api/download/{releaseId}', () => {
     // totalDownloads stays the sum of the releases' counts when a release goes.
     await admin(t, 'DELETE', `/api/releases/${r1.id}`);
     expect((await detail(a.id)).totalDownloads).toBe(40);
+  });
+});
+
+describe('concurrency and other instances', () => {
+  it('concurrent release creates and flag moves leave exactly one latest, with no spurious 409', async () => {
+    const a = await createAddon({});
+    const created = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        admin(t, 'POST', '/api/releases', {
+          addonId: a.id,
+          version: `c${i}`,
+          downloadType: 'url',
+          externalUrl: 'https://cdn.example.test/c.zip',
+        }),
+      ),
+    );
+    expect(created.map((r) => r.statusCode)).toEqual(created.map(() => 201));
+    const ids = created.map((r) => r.json<ReleaseJson>().id);
+    const moves = await Promise.all([
+      ...ids.slice(0, 6).map((id) => admin(t, 'PUT', `/api/releases/${id}`, { isLatest: true })),
+      ...ids.slice(6, 10).map((id) => admin(t, 'DELETE', `/api/releases/${id}`)),
+    ]);
+    expect(moves.map((r) => r.statusCode)).toEqual(moves.map(() => 200));
+    const flagged = await t.database.db
+      .selectFrom('releases')
+      .select('id')
+      .where('addonId', '=', a.id)
+      .where('isLatest', '=', 1)
+      .execute();
+    expect(flagged).toHaveLength(1);
+    expect((await detail(a.id)).releases.filter((r) => r.isLatest)).toHaveLength(1);
+  });
+
+  describe('a second instance on the same database', () => {
+    let other: App;
+    let otherDb: DatabaseHandle;
+    beforeAll(async () => {
+      otherDb = await openDatabase(t.testDb.config);
+      const config = loadConfig({ DATA_DIR: t.dir, CACHE_CHECK_MS: '50', HEARTBEAT_FLUSH_MS: '50' });
+      other = await buildApp({
+        config: { ...config, database: t.testDb.config },
+        database: otherDb,
+        storage: new LocalStorage(path.join(t.dir, 'uploads')),
+        logger: false,
+      });
+      await other.server.ready();
+    });
+    afterAll(async () => {
+      await other.close();
+      await otherDb.close();
+    });
+
+    it('downloads counted there show here on the next read; writes there show here within 5 s', async () => {
+      const a = await createAddon({ category: 'multi' });
+      const r = await createRelease(a.id);
+      await list('?category=multi'); // this instance now holds the catalogue and its counters
+      await detail(a.id);
+      const served = await Promise.all(
+        Array.from({ length: 10 }, () => other.server.inject({ url: `/api/download/${r.id}` })),
+      );
+      expect(served.map((x) => x.statusCode)).toEqual(served.map(() => 302));
+      const [listed] = await list('?category=multi');
+      expect(listed).toMatchObject({ id: a.id, totalDownloads: 10 });
+      expect(listed?.releases[0]?.downloadCount).toBe(10);
+      expect((await detail(a.id)).totalDownloads).toBe(10);
+
+      const created = await other.server.inject({
+        method: 'POST',
+        url: '/api/addons',
+        headers: { cookie: t.cookie },
+        payload: { slug: uniq('multi'), name: '另一实例', summary: '摘要', category: 'multi' },
+      });
+      expect(created.statusCode).toBe(201);
+      const deadline = Date.now() + 5000;
+      let ids: string[] = [];
+      while (Date.now() < deadline) {
+        ids = (await list('?category=multi')).map((x) => x.id);
+        if (ids.length === 2) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(ids).toEqual([created.json<AddonJson>().id, a.id]);
+    });
   });
 });

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
 
@@ -5,7 +6,15 @@ let t: TestApp;
 beforeAll(async () => {
   t = await buildTestApp();
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  // Like t.close(), with a pause before the drop: pg's pool.end() resolves before its sockets have
+  // closed, and dropping the database under them surfaces as unhandled 57P01 errors.
+  await t.app.close();
+  await t.database.close();
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  await t.testDb.drop();
+  fs.rmSync(t.dir, { recursive: true, force: true });
+});
 
 interface ArticleJson {
   id: string;

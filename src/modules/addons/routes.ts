@@ -47,7 +47,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           requestLang(request),
         );
         // Already-rendered JSON (once per filter, language and counter version; see AddonService.listJson):
-        // Fastify sends a string as is, so the schema documents the answer without re-serialising it.
+        // Fastify sends a Buffer as is, so the schema documents the answer without re-serialising it.
         return reply.type('application/json; charset=utf-8').send(json as never);
       },
     );
@@ -63,7 +63,10 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           response: { 200: AddonSchema, 404: ErrorResponse },
         },
       },
-      async (request) => addons.detail(request.params.idOrSlug, requestLang(request)),
+      async (request, reply) => {
+        const json = await addons.detailJson(request.params.idOrSlug, requestLang(request));
+        return reply.type('application/json; charset=utf-8').send(json as never);
+      },
     );
 
     app.get(

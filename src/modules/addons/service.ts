@@ -29,21 +29,29 @@ import type {
   ScreenshotUpdateBody,
 } from './schemas.js';
 
-/** Download counters of one counter version, with the list answers rendered from them. */
-interface CounterSnapshot {
-  readonly catalogue: Catalogue;
-  readonly version: number;
+/** Download counters as read at (or after) one counter version. */
+interface Counters {
   readonly totals: ReadonlyMap<string, number>;
   readonly releases: ReadonlyMap<string, number>;
-  /** Rendered JSON of `GET /api/addons` by filter and language. */
-  readonly rendered: Map<string, string>;
 }
 
-const MAX_RENDERED = 200;
+/**
+ * What this instance holds for one content version (the catalogue) and one counter version: the
+ * counters, read lazily, and the answers already rendered from them. A content write or a counted
+ * download starts a new generation, so nothing here is ever staler than the database's versions.
+ */
+interface Generation {
+  readonly catalogue: Catalogue;
+  readonly version: number;
+  counters: Promise<Counters> | null;
+  /** Rendered JSON (UTF-8) of list and detail answers, by request. */
+  readonly rendered: Map<string, Buffer>;
+}
+
+const MAX_RENDERED = 2_000;
 
 export class AddonService {
-  private counters: CounterSnapshot | null = null;
-  private pendingCounters: { catalogue: Catalogue; version: number; promise: Promise<CounterSnapshot> } | null = null;
+  private generation: Generation | null = null;
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -68,38 +76,51 @@ export class AddonService {
   }
 
   /**
-   * The download counters as of now: one primary-key read of the counter version per request; the
-   * counters themselves are reread (two narrow queries) only when a download was counted since.
+   * The current generation: the cached catalogue plus one primary-key read of the counter version
+   * per request, so that a download counted on any instance shows on the next read.
    */
-  private async snapshot(catalogue: Catalogue): Promise<CounterSnapshot> {
+  private async current(): Promise<Generation> {
+    const catalogue = await this.catalogue();
     const version = await repo.counterVersion(this.db);
-    const held = this.counters;
+    const held = this.generation;
     if (held && held.catalogue === catalogue && held.version === version) return held;
-    const pending = this.pendingCounters;
-    if (pending && pending.catalogue === catalogue && pending.version === version) return pending.promise;
-    const promise = this.loadCounters(catalogue, version).finally(() => {
-      if (this.pendingCounters?.promise === promise) this.pendingCounters = null;
-    });
-    this.pendingCounters = { catalogue, version, promise };
-    const snapshot = await promise;
-    this.counters = snapshot;
-    return snapshot;
+    const fresh: Generation = { catalogue, version, counters: null, rendered: new Map() };
+    // A slow request that read an older counter version must not replace a newer generation.
+    if (!held || held.catalogue !== catalogue || held.version < version) this.generation = fresh;
+    return fresh;
   }
 
-  private async loadCounters(catalogue: Catalogue, version: number): Promise<CounterSnapshot> {
-    const totals = await repo.addonTotals(this.db, null);
-    const releases = await repo.releaseDownloadCounts(this.db, null);
-    const unflagged = catalogue.entries
-      .map((e) => e.latest)
-      .filter((r): r is ReleaseRow => r !== null && !releases.has(r.id))
-      .map((r) => r.id);
-    if (unflagged.length > 0) {
-      for (const [id, count] of await repo.releaseDownloadCounts(this.db, unflagged)) releases.set(id, count);
+  /** The counters of a generation: two narrow queries, once per generation that renders a list. */
+  private counters(generation: Generation): Promise<Counters> {
+    generation.counters ??= (async () => {
+      const totals = await repo.addonTotals(this.db, null);
+      const releases = await repo.releaseDownloadCounts(this.db, null);
+      const unflagged = generation.catalogue.entries
+        .map((e) => e.latest)
+        .filter((r): r is ReleaseRow => r !== null && !releases.has(r.id))
+        .map((r) => r.id);
+      if (unflagged.length > 0) {
+        for (const [id, count] of await repo.releaseDownloadCounts(this.db, unflagged)) releases.set(id, count);
+      }
+      return { totals, releases };
+    })();
+    return generation.counters;
+  }
+
+  /** A rendered answer of the generation, computed once. */
+  private async rendered(generation: Generation, key: string, render: () => Promise<unknown>): Promise<Buffer> {
+    let body = generation.rendered.get(key);
+    if (body === undefined) {
+      body = Buffer.from(JSON.stringify(await render()));
+      if (generation.rendered.size >= MAX_RENDERED) {
+        generation.rendered.delete(generation.rendered.keys().next().value as string);
+      }
+      generation.rendered.set(key, body);
     }
-    return { catalogue, version, totals, releases, rendered: new Map() };
+    return body;
   }
 
-  private renderEntry(entry: CatalogueEntry, counters: CounterSnapshot, lang: Lang): Addon {
+  private renderEntry(entry: CatalogueEntry, counters: Counters, lang: Lang): Addon {
     const addon = { ...entry.addon, totalDownloads: counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads };
     const latest = entry.latest
       ? { ...entry.latest, downloadCount: counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount }
@@ -113,21 +134,21 @@ export class AddonService {
   }
 
   /**
-   * `GET /api/addons` as JSON text. The catalogue and each filter's result live in memory until
-   * the next content write; the answer is rendered once per filter, language and counter version.
+   * `GET /api/addons` as JSON. The catalogue and each filter's result live in memory until the
+   * next content write; the answer is rendered once per filter, language and counter version.
    */
-  async listJson(filter: CatalogueFilter, lang: Lang): Promise<string> {
-    const catalogue = await this.catalogue();
-    const counters = await this.snapshot(catalogue);
-    const key = `${Catalogue.keyOf(filter)}|${lang}`;
-    let json = counters.rendered.get(key);
-    if (json === undefined) {
-      json = JSON.stringify(catalogue.select(filter).map((e) => this.renderEntry(e, counters, lang)));
-      if (counters.rendered.size >= MAX_RENDERED)
-        counters.rendered.delete(counters.rendered.keys().next().value as string);
-      counters.rendered.set(key, json);
-    }
-    return json;
+  async listJson(filter: CatalogueFilter, lang: Lang): Promise<Buffer> {
+    const generation = await this.current();
+    return this.rendered(generation, `list|${Catalogue.keyOf(filter)}|${lang}`, async () => {
+      const counters = await this.counters(generation);
+      return generation.catalogue.select(filter).map((e) => this.renderEntry(e, counters, lang));
+    });
+  }
+
+  /** `GET /api/addons/{idOrSlug}` as JSON, rendered from the database once per generation. */
+  async detailJson(idOrSlug: string, lang: Lang): Promise<Buffer> {
+    const generation = await this.current();
+    return this.rendered(generation, `detail|${idOrSlug}|${lang}`, () => this.detail(idOrSlug, lang));
   }
 
   async detail(idOrSlug: string, lang: Lang): Promise<Addon> {
