@@ -1,8 +1,9 @@
-import { AppShell, Burger, Center, Group, Loader, NavLink, SegmentedControl, Text, Title } from '@mantine/core';
+import { AppShell, Burger, Button, Center, Group, Loader, NavLink, SegmentedControl, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect } from 'react';
 import { ApiError, api, data, setUnauthorizedHandler } from './api/client';
+import { notifyError } from './errors';
 import { type Lang, type MessageKey, useI18n } from './i18n';
 import { AccountPage } from './pages/Account';
 import { AddonDetailPage, AddonsPage } from './pages/Addons';
@@ -130,6 +131,15 @@ export function App() {
   }
 
   const section = '/' + (route.split('/')[1] ?? '');
+  const logout = () => {
+    void api
+      .POST('/api/admin/logout')
+      .catch((error: unknown) => notifyError(error, t))
+      .finally(() => {
+        queryClient.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
+        queryClient.setQueryData(ME_KEY, null);
+      });
+  };
   return (
     <AppShell header={{ height: 56 }} navbar={{ width: 220, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
       <AppShell.Header>
@@ -143,6 +153,9 @@ export function App() {
               {t('signedInAs', { name: me.data.username })}
             </Text>
             <LanguageSwitch />
+            <Button size="xs" variant="default" onClick={logout} data-testid="header-logout">
+              {t('logout')}
+            </Button>
           </Group>
         </Group>
       </AppShell.Header>

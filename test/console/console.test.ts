@@ -59,6 +59,7 @@ describe('admin console in Chromium against the real service', () => {
     await page.locator('input[name="password"]').fill('wrong-password');
     await page.getByTestId('login-submit').click();
     await expect.poll(() => page.getByTestId('login-error').textContent()).toContain('用户名或密码错误');
+    await screenshot(page, '00-login-zh');
     await page.getByText('English').click();
     await page.getByText('Administrator login').waitFor();
     await page.locator('input[name="password"]').fill(ADMIN_PASSWORD);
@@ -197,6 +198,22 @@ describe('admin console in Chromium against the real service', () => {
     expect(enabledOnly.map((b) => b.id)).not.toContain(banner!.id);
   });
 
+  it('adds a gallery image with bilingual titles', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-gallery').click();
+    await page.getByTestId('gallery-input').setInputFiles({ name: 'raid.png', mimeType: 'image/png', buffer: png(400, 240, [230, 120, 60]) });
+    const card = page.getByTestId('gallery-card');
+    await card.waitFor();
+    await card.getByTestId('gallery-title-zh').fill('团队副本');
+    await card.getByTestId('gallery-title-en').fill('Raid night');
+    await card.getByTestId('gallery-save').click();
+    await expect
+      .poll(async () => (await getJson<{ title: string }[]>(`${base}/api/gallery?lang=en`)).map((g) => g.title))
+      .toEqual(['Raid night']);
+    await screenshot(page, '08-gallery');
+  });
+
   it('changes the password and logs in again with it', async () => {
     const page = await newPage();
     await login(page, base);
@@ -205,7 +222,20 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('new-password').fill('a-new-secret-2');
     await page.getByTestId('change-password-submit').click();
     await page.getByTestId('password-changed').waitFor();
-    await screenshot(page, '08-account');
+
+    // An API token is shown once, listed without its secret, and revoked after a confirmation.
+    await page.getByTestId('token-name').fill('ci-publish');
+    await page.getByTestId('create-token').click();
+    const token = (await page.getByTestId('new-token').textContent()) ?? '';
+    expect(token.length).toBeGreaterThan(20);
+    const me = await fetch(`${base}/api/admin/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect(me.status).toBe(200);
+    await page.getByTestId('tokens').getByText('ci-publish').waitFor();
+    await screenshot(page, '09-account');
+    await page.getByTestId('tokens').getByRole('button', { name: 'Revoke' }).click();
+    await page.getByTestId('confirm-yes').click();
+    await page.getByText('No API tokens.').waitFor();
+    expect((await fetch(`${base}/api/admin/tokens`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
     await page.getByTestId('logout').click();
     await page.getByTestId('login-submit').waitFor();
 
@@ -216,6 +246,6 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('login-submit').click();
     await page.getByTestId('nav-dashboard').waitFor();
     await page.getByTestId('signed-in-as').waitFor();
-    await screenshot(page, '09-logged-in-again');
+    await screenshot(page, '10-logged-in-again');
   });
 });

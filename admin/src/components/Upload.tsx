@@ -73,11 +73,13 @@ export function UploadButton({
 /** An image field: preview of the current value plus an upload button. */
 export function ImageField({
   label,
+  buttonLabel,
   value,
   onChange,
   testId,
 }: {
   label: string;
+  buttonLabel?: string;
   value: string | null;
   onChange: (filePath: string) => void;
   testId?: string;
@@ -87,8 +89,8 @@ export function ImageField({
       <Text size="sm" fw={500}>
         {label}
       </Text>
-      {value ? <Image src={value} alt={label} h={96} w="auto" fit="contain" radius="sm" /> : null}
-      <UploadButton label={label} accept="image/*" onUploaded={(r) => onChange(r.filePath)} testId={testId} />
+      {value ? <Image src={value} alt={label} h={96} w="auto" maw={320} fit="contain" radius="sm" style={{ alignSelf: 'flex-start' }} /> : null}
+      <UploadButton label={buttonLabel ?? label} accept="image/*" onUploaded={(r) => onChange(r.filePath)} testId={testId} />
     </Stack>
   );
 }

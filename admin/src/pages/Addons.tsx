@@ -59,7 +59,7 @@ function AddonForm({ initial, onSubmit, submitLabel, busy }: { initial: AddonFor
         <MarkdownEditor label={t('descriptionZh')} value={v.descriptionZh} onChange={(d) => setV({ ...v, descriptionZh: d })} testId="addon-desc-zh" />
         <MarkdownEditor label={t('descriptionEn')} value={v.descriptionEn} onChange={(d) => setV({ ...v, descriptionEn: d })} testId="addon-desc-en" />
         <Group align="flex-end" justify="space-between">
-          <ImageField label={t('uploadIcon')} value={v.iconUrl} onChange={(p) => setV({ ...v, iconUrl: p })} testId="addon-icon-input" />
+          <ImageField label={t('icon')} buttonLabel={t('uploadIcon')} value={v.iconUrl} onChange={(p) => setV({ ...v, iconUrl: p })} testId="addon-icon-input" />
           <Switch label={t('published')} checked={v.published} onChange={(e) => setV({ ...v, published: e.currentTarget.checked })} data-testid="addon-published" />
         </Group>
         <Button type="submit" loading={busy} data-testid="addon-submit">

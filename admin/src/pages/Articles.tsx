@@ -64,7 +64,7 @@ function Editor({ initial, onSubmit, busy }: { initial: ArticleForm; onSubmit: (
             </Stack>
           </Tabs.Panel>
         </Tabs>
-        <ImageField label={t('uploadCover')} value={v.coverImage || null} onChange={(p) => setV({ ...v, coverImage: p })} testId="article-cover-input" />
+        <ImageField label={t('coverImage')} buttonLabel={t('uploadCover')} value={v.coverImage || null} onChange={(p) => setV({ ...v, coverImage: p })} testId="article-cover-input" />
         <Button type="submit" loading={busy} data-testid="article-submit">
           {t('save')}
         </Button>

@@ -52,9 +52,9 @@ function BannerCard({ banner }: { banner: Banner }) {
     onError,
   });
   return (
-    <Card withBorder data-testid="banner-card" style={{ opacity: banner.enabled ? 1 : 0.6 }}>
+    <Card withBorder data-testid="banner-card">
       <Card.Section>
-        <Image src={banner.imageUrl} h={140} fit="cover" alt="" />
+        <Image src={banner.imageUrl} h={140} fit="cover" alt="" style={{ opacity: banner.enabled ? 1 : 0.35 }} />
       </Card.Section>
       <Group justify="space-between" mt="sm" align="flex-end">
         <OrderInput value={banner.sortOrder} onSave={(sortOrder) => update.mutate({ sortOrder })} />

@@ -66,7 +66,7 @@ export function DashboardPage() {
       <SimpleGrid cols={{ base: 1, sm: 2, lg: 4 }}>
         <Stat label={t('onlineNow')} value={stats.data?.online} testId="stat-online" />
         <Stat label={t('totalDevices')} value={stats.data?.total} testId="stat-total" />
-        <Stat label={t('downloads30')} value={downloads.data?.totals.total} testId="stat-downloads" />
+        <Stat label={t('downloads30Total')} value={downloads.data?.totals.total} testId="stat-downloads" />
         <Card withBorder>
           <Text size="sm" c="dimmed">
             {t('kindInstaller')} / {t('kindLauncher')} / {t('kindAddon')}

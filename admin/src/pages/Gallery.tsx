@@ -35,9 +35,9 @@ function GalleryCard({ image }: { image: GalleryImage }) {
   });
   const dirty = titleZh !== image.titleZh || titleEn !== image.titleEn;
   return (
-    <Card withBorder data-testid="gallery-card" style={{ opacity: image.enabled ? 1 : 0.6 }}>
+    <Card withBorder data-testid="gallery-card">
       <Card.Section>
-        <Image src={image.imageUrl} h={140} fit="cover" alt={image.title} />
+        <Image src={image.imageUrl} h={140} fit="cover" alt={image.title} style={{ opacity: image.enabled ? 1 : 0.35 }} />
       </Card.Section>
       <Stack gap="xs" mt="sm">
         <TextInput size="xs" label={t('titleZh')} value={titleZh} onChange={(e) => setTitleZh(e.currentTarget.value)} data-testid="gallery-title-zh" />
