@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { type Lang, negotiateLang } from '../domain/lang.js';
+import { StringEnum } from './schemas.js';
 
 /** Query parameters of every localised read. */
 export const LangQuery = {
@@ -20,4 +21,4 @@ export function requestLang(request: FastifyRequest): Lang {
   return negotiateLang({ lang: query.lang, locale: query.locale, acceptLanguage: request.headers['accept-language'] });
 }
 
-export const LangEnum = Type.Union([Type.Literal('zh'), Type.Literal('en')]);
+export const LangEnum = StringEnum<Lang>(['zh', 'en']);

@@ -3,3 +3,14 @@ import { Type } from 'typebox';
 export const ErrorResponse = Type.Object({ error: Type.String() }, { description: 'every failure' });
 export const OkResponse = Type.Object({ ok: Type.Literal(true) });
 export const IdParams = Type.Object({ id: Type.String() });
+
+/**
+ * `string | null` as `{type: ["string", "null"]}`: the same contract as `Type.Union([…, Type.Null()])`,
+ * but serialized directly by fast-json-stringify, where `anyOf` would validate every value at run time.
+ */
+export const NullableString = (options: { maxLength?: number; pattern?: string; description?: string } = {}) =>
+  Type.Unsafe<string | null>({ type: ['string', 'null'], ...options });
+
+/** One of fixed strings as `{type: "string", enum: […]}`, serialized without the run-time checks of `anyOf`. */
+export const StringEnum = <T extends string>(values: readonly T[], options: { description?: string } = {}) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });

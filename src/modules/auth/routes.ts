@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope, currentAdmin, scoped, SESSION_COOKIE, sessionToken } from '../../http/auth.js';
 import { badRequest } from '../../http/errors.js';
-import { ErrorResponse, OkResponse } from '../../http/schemas.js';
+import { ErrorResponse, NullableString, OkResponse } from '../../http/schemas.js';
 import { SESSION_IDLE_MS } from './service.js';
 
 const User = Type.Object({ id: Type.String(), username: Type.String() });
@@ -12,7 +12,7 @@ const TokenInfo = Type.Object({
   id: Type.String(),
   name: Type.String(),
   createdAt: Type.String(),
-  lastUsedAt: Type.Union([Type.String(), Type.Null()]),
+  lastUsedAt: NullableString(),
 });
 const MIN_PASSWORD = 6;
 

@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.js';
 import { adminScope, scoped } from '../../http/auth.js';
 import { badRequest } from '../../http/errors.js';
 import { integerQuery } from '../../http/query.js';
-import { ErrorResponse } from '../../http/schemas.js';
+import { ErrorResponse, NullableString } from '../../http/schemas.js';
 
 const PRINTABLE = '^(?=.*\\S)[^\\u0000-\\u001f\\u007f]+$';
 const OptionalField = Type.Optional(Type.String({ maxLength: 128 }));
@@ -18,10 +18,10 @@ const HeartbeatBody = Type.Object({
 
 const Device = Type.Object({
   deviceId: Type.String(),
-  os: Type.Union([Type.String(), Type.Null()]),
-  osVersion: Type.Union([Type.String(), Type.Null()]),
-  appVersion: Type.Union([Type.String(), Type.Null()]),
-  ip: Type.Union([Type.String(), Type.Null()]),
+  os: NullableString(),
+  osVersion: NullableString(),
+  appVersion: NullableString(),
+  ip: NullableString(),
   firstSeenAt: Type.String(),
   lastSeenAt: Type.String(),
   heartbeatCount: Type.Integer(),

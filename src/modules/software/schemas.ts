@@ -1,10 +1,11 @@
 import { Type } from 'typebox';
+import { NullableString, StringEnum } from '../../http/schemas.js';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { SlugBody } from '../../http/slug.js';
 
 const Text = Type.String();
-const NullableText = Type.Union([Type.String(), Type.Null()]);
+const NullableText = NullableString();
 
 export const VersionSchema = Type.Object({
   id: Text,
@@ -14,7 +15,7 @@ export const VersionSchema = Type.Object({
   changelog: Text,
   changelogZh: Text,
   changelogEn: Text,
-  downloadType: Type.Union([Type.Literal('local'), Type.Literal('url')]),
+  downloadType: StringEnum(['local', 'url'] as const),
   filePath: Text,
   externalUrl: NullableText,
   fileSize: Type.Number(),
@@ -135,13 +136,13 @@ const versionFields = {
   version: Type.String({ minLength: 1, maxLength: 64 }),
   versionCode: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
   ...bilingualBody('changelog'),
-  downloadType: Type.Union([Type.Literal('local'), Type.Literal('url')]),
+  downloadType: StringEnum(['local', 'url'] as const),
   filePath: Type.String({ maxLength: 1024 }),
-  externalUrl: Type.Union([Type.String({ maxLength: 2048 }), Type.Null()]),
+  externalUrl: NullableString({ maxLength: 2048 }),
   fileSize: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
-  sha256: Type.Union([Type.String({ pattern: '^[0-9a-fA-F]{64}$' }), Type.Null()]),
+  sha256: NullableString({ pattern: '^[0-9a-fA-F]{64}$' }),
   forceUpdate: Type.Boolean(),
-  minVersion: Type.Union([Type.String({ maxLength: 64 }), Type.Null()]),
+  minVersion: NullableString({ maxLength: 64 }),
   wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),
 };
 
