@@ -249,3 +249,22 @@ describe('API tokens', () => {
     expect((await me({})).json()).toEqual({ error: expect.any(String) });
   });
 });
+
+describe('login rate limit', () => {
+  it('answers 429 {error} past LOGIN_RATE_LIMIT attempts a minute from one address', async () => {
+    const limited = await buildTestApp({ LOGIN_RATE_LIMIT: '3' });
+    try {
+      const attempt = () =>
+        limited.inject({ method: 'POST', url: '/api/admin/login', payload: { username: 'admin', password: 'guess' } });
+      // buildTestApp itself logged in once.
+      expect((await attempt()).statusCode).toBe(401);
+      expect((await attempt()).statusCode).toBe(401);
+      const blocked = await attempt();
+      expect(blocked.statusCode).toBe(429);
+      expect(blocked.json()).toEqual({ error: expect.any(String) });
+      expect((await limited.inject({ url: '/api/admin/me', headers: { cookie: limited.cookie } })).statusCode).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});
