@@ -71,6 +71,29 @@ describe('concurrent flag moves in one instance (connection pool)', () => {
     expect(answers.map((r) => r.statusCode).sort()).toEqual([...Array(12).fill(200), 201, 201, 201]);
     expect(await flaggedCount(t, pkg.id)).toBe(1);
   });
+
+  it('deleting the latest twice at once: one 200, one 404, and the flag moves to the next', async () => {
+    const pkg = await createPackage(t, { slug: 'twice', name: '两次' });
+    const body = (code: number) => ({
+      version: String(code),
+      versionCode: code,
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/x',
+    });
+    await createVersion(t, pkg.id, body(1));
+    await createVersion(t, pkg.id, body(2));
+    const latest = await createVersion(t, pkg.id, body(3));
+    const answers = await Promise.all([
+      admin(t, 'DELETE', `/api/software/versions/${latest.id}`),
+      admin(t, 'DELETE', `/api/software/versions/${latest.id}`),
+    ]);
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 404]);
+    expect(await flaggedCount(t, pkg.id)).toBe(1);
+    const detail = (await t.inject({ url: `/api/software/${pkg.id}` })).json<{
+      versions: { versionCode: number; isLatest: boolean }[];
+    }>();
+    expect(detail.versions.find((v) => v.isLatest)?.versionCode).toBe(2);
+  });
 });
 
 const onPostgres = ENGINE === 'postgres' ? describe : describe.skip;

@@ -313,8 +313,11 @@ export class SoftwareService {
     const current = await this.version(versionId);
     await this.write(async (trx) => {
       await repo.lockPackage(trx, this.ctx.engine, current.packageId);
+      // Re-read under the lock: the flag may have moved (or the version gone) since.
+      const locked = await repo.findVersion(trx, versionId);
+      if (!locked) throw notFound(`software version not found: ${versionId}`);
       await trx.deleteFrom('softwareVersions').where('id', '=', versionId).execute();
-      if (current.isLatest === 1) await repo.reflagLatest(trx, current.packageId);
+      if (locked.isLatest === 1) await repo.reflagLatest(trx, current.packageId);
     });
   }
 }
