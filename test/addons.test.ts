@@ -323,6 +323,17 @@ describe('GET /api/addons', () => {
     const withDrafts = await list(`?category=search-test&published=false&search=${encodeURIComponent('草稿')}`);
     expect(withDrafts.map((x) => x.id)).toEqual([draft.id]);
   });
+  it('an element of the list is the addon as the detail shows it (one release), whatever its text', async () => {
+    const tricky = '"totalDownloads":-7919000000001 "downloadCount":-7919000000002 \\ "quoted" 换行\n';
+    const a = await createAddon({ category: 'same-shape', description: tricky, summaryEn: tricky });
+    const empty = await createAddon({ category: 'same-shape', nameEn: 'No releases' });
+    await createRelease(a.id, { changelog: tricky });
+    await admin(t, 'POST', `/api/addons/${a.id}/screenshots`, { imageUrl: '/uploads/x.png' });
+    for (const lang of ['zh', 'en']) {
+      const listed = await list(`?category=same-shape&lang=${lang}`);
+      expect(listed).toEqual([await detail(a.id, `?lang=${lang}`), await detail(empty.id, `?lang=${lang}`)]);
+    }
+  });
 });
 
 describe('releases and the latest flag', () => {

@@ -50,8 +50,23 @@ interface Generation {
 
 const MAX_RENDERED = 2_000;
 
+/** One list element's JSON around its counters: head + total + middle (+ latest release count + tail). */
+interface Fragment {
+  readonly head: string;
+  readonly middle: string;
+  readonly tail: string | null;
+}
+
+/** Stand-in counters, never real values (counters are never negative). */
+const TOTAL_MARK = -7_919_000_000_001;
+const COUNT_MARK = -7_919_000_000_002;
+const TOTAL_KEY_MARK = `"totalDownloads":${TOTAL_MARK}`;
+const COUNT_KEY_MARK = `"downloadCount":${COUNT_MARK}`;
+
 export class AddonService {
   private generation: Generation | null = null;
+  /** List fragments per catalogue and language; dropped with the catalogue. */
+  private readonly fragments = new WeakMap<Catalogue, Map<Lang, Map<CatalogueEntry, Fragment>>>();
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -108,10 +123,10 @@ export class AddonService {
   }
 
   /** A rendered answer of the generation, computed once. */
-  private async rendered(generation: Generation, key: string, render: () => Promise<unknown>): Promise<Buffer> {
+  private async rendered(generation: Generation, key: string, render: () => Promise<string>): Promise<Buffer> {
     let body = generation.rendered.get(key);
     if (body === undefined) {
-      body = Buffer.from(JSON.stringify(await render()));
+      body = Buffer.from(await render());
       if (generation.rendered.size >= MAX_RENDERED) {
         generation.rendered.delete(generation.rendered.keys().next().value as string);
       }
@@ -120,35 +135,69 @@ export class AddonService {
     return body;
   }
 
-  private renderEntry(entry: CatalogueEntry, counters: Counters, lang: Lang): Addon {
-    const addon = { ...entry.addon, totalDownloads: counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads };
-    const latest = entry.latest
-      ? { ...entry.latest, downloadCount: counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount }
-      : null;
-    return toAddon(
-      addon,
-      { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
-      entry.screenshots,
-      lang,
-    );
+  /**
+   * The list JSON of one entry, split around its two counters, so that a new counter generation
+   * re-assembles the list by concatenation instead of mapping and serialising every addon again.
+   * Kept per catalogue (content version) and language.
+   */
+  private fragment(catalogue: Catalogue, entry: CatalogueEntry, lang: Lang): Fragment {
+    let byLang = this.fragments.get(catalogue);
+    if (!byLang) {
+      byLang = new Map();
+      this.fragments.set(catalogue, byLang);
+    }
+    let byEntry = byLang.get(lang);
+    if (!byEntry) {
+      byEntry = new Map();
+      byLang.set(lang, byEntry);
+    }
+    let found = byEntry.get(entry);
+    if (!found) {
+      const latest = entry.latest ? { ...entry.latest, downloadCount: COUNT_MARK } : null;
+      const json = JSON.stringify(
+        toAddon(
+          { ...entry.addon, totalDownloads: TOTAL_MARK },
+          { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
+          entry.screenshots,
+          lang,
+        ),
+      );
+      // The marks are found with their keys: inside a JSON string the quotes would be escaped.
+      const [head = '', rest = ''] = json.split(TOTAL_KEY_MARK);
+      const [middle = '', tail] = rest.split(COUNT_KEY_MARK);
+      found = { head, middle, tail: tail ?? null };
+      byEntry.set(entry, found);
+    }
+    return found;
   }
 
   /**
    * `GET /api/addons` as JSON. The catalogue and each filter's result live in memory until the
-   * next content write; the answer is rendered once per filter, language and counter version.
+   * next content write; the answer is assembled once per filter, language and counter version.
    */
   async listJson(filter: CatalogueFilter, lang: Lang): Promise<Buffer> {
     const generation = await this.current();
+    const { catalogue } = generation;
     return this.rendered(generation, `list|${Catalogue.keyOf(filter)}|${lang}`, async () => {
       const counters = await this.counters(generation);
-      return generation.catalogue.select(filter).map((e) => this.renderEntry(e, counters, lang));
+      const items = catalogue.select(filter).map((entry) => {
+        const f = this.fragment(catalogue, entry, lang);
+        const total = counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads;
+        const head = `${f.head}"totalDownloads":${total}${f.middle}`;
+        if (f.tail === null || entry.latest === null) return head;
+        const count = counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount;
+        return `${head}"downloadCount":${count}${f.tail}`;
+      });
+      return `[${items.join(',')}]`;
     });
   }
 
   /** `GET /api/addons/{idOrSlug}` as JSON, rendered from the database once per generation. */
   async detailJson(idOrSlug: string, lang: Lang): Promise<Buffer> {
     const generation = await this.current();
-    return this.rendered(generation, `detail|${idOrSlug}|${lang}`, () => this.detail(idOrSlug, lang));
+    return this.rendered(generation, `detail|${idOrSlug}|${lang}`, async () =>
+      JSON.stringify(await this.detail(idOrSlug, lang)),
+    );
   }
 
   async detail(idOrSlug: string, lang: Lang): Promise<Addon> {
