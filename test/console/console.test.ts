@@ -70,6 +70,14 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByText('Windows').first().waitFor();
     await page.locator('.recharts-surface').first().waitFor();
     await screenshot(page, '01-dashboard');
+
+    // Switched to Chinese: the devices page lists the launcher, online first.
+    await page.getByTestId('lang-switch').getByText('中文').click();
+    await page.getByTestId('nav-devices').click();
+    await page.getByRole('heading', { name: '设备' }).waitFor();
+    await page.getByText('console-test-pc').waitFor();
+    await page.getByText('在线', { exact: true }).first().waitFor();
+    await screenshot(page, '01-devices-zh');
   });
 
   it('creates a package, uploads a version with progress, and check-update answers it', async () => {
