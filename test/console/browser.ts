@@ -54,7 +54,9 @@ export async function startService(): Promise<Service> {
   };
 }
 
-export async function screenshot(page: Page, name: string): Promise<string> {
+/** Saves a full-page screenshot; unless `dialog`, first waits until no dialog is open (or closing). */
+export async function screenshot(page: Page, name: string, options: { dialog?: boolean } = {}): Promise<string> {
+  if (!options.dialog) await page.getByRole('dialog').waitFor({ state: 'detached' });
   fs.mkdirSync(SHOTS, { recursive: true });
   const file = path.join(SHOTS, `console-${name}.png`);
   await page.screenshot({ path: file, fullPage: true });

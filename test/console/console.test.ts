@@ -104,7 +104,7 @@ describe('admin console in Chromium against the real service', () => {
     expect(await page.locator('[data-testid="upload-progress"] [role="progressbar"]').getAttribute('aria-valuenow')).toBe('100');
     await page.getByTestId('ver-changelog-zh').fill('修复了若干问题');
     await page.getByTestId('ver-changelog-en').fill('Fixed several bugs');
-    await screenshot(page, '02-version-upload');
+    await screenshot(page, '02-version-upload', { dialog: true });
     await page.getByTestId('ver-submit').click();
     await card.getByText('1.2.0').waitFor();
     await card.getByText('Latest').waitFor();
@@ -176,7 +176,7 @@ describe('admin console in Chromium against the real service', () => {
     expect(await page.evaluate(() => (window as unknown as { __injected?: number }).__injected)).toBeUndefined();
     await page.getByTestId('article-cover-input').setInputFiles({ name: 'cover.png', mimeType: 'image/png', buffer: png(480, 240, [40, 200, 120]) });
     await page.getByText(/Uploaded: cover\.png/).waitFor();
-    await screenshot(page, '05-article-editor');
+    await screenshot(page, '05-article-editor', { dialog: true });
     await page.getByTestId('article-submit').click();
     await page.getByTestId('articles').getByText('Season two begins').waitFor();
     await screenshot(page, '06-articles');

@@ -179,7 +179,7 @@ export function ArticlesPage() {
           </Table.ScrollContainer>
         )}
       </Card>
-      <Modal opened={editing !== null} onClose={() => setEditing(null)} title={editing === 'new' ? t('newArticle') : t('editArticle')} size="95%">
+      <Modal opened={editing !== null} onClose={() => setEditing(null)} title={editing === null ? '' : editing === 'new' ? t('newArticle') : t('editArticle')} size="95%">
         {editing !== null && (
           <Editor
             initial={editing === 'new' ? emptyArticle : toForm(editing)}
