@@ -25,7 +25,7 @@ import { api, data } from '../api/client';
 import type { Addon, AddonWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
 import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
-import { MarkdownEditor } from '../components/Markdown';
+import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
 import { ImageField, UploadButton } from '../components/Upload';
 import { notifyError, notifySuccess } from '../errors';
 import { useI18n } from '../i18n';
@@ -333,6 +333,12 @@ export function AddonDetailPage({ id }: { id: string }) {
       <Text c="dimmed">
         {addon.summary} · {t('category')}: {addon.category} · {t('totalDownloads')}: <b data-testid="addon-total-downloads">{addon.totalDownloads}</b>
       </Text>
+
+      {addon.description !== '' && (
+        <Card withBorder data-testid="addon-description">
+          <MarkdownPreview source={addon.description} />
+        </Card>
+      )}
 
       <Card withBorder>
         <Group justify="space-between" mb="sm">
