@@ -585,6 +585,42 @@ describe('concurrency and other instances', () => {
     expect((await detail(a.id)).releases.filter((r) => r.isLatest)).toHaveLength(1);
   });
 
+  it('a large answer (over 500 addons) reads all counters at once, and still fresh', async () => {
+    const now = new Date().toISOString();
+    const addons = Array.from({ length: 600 }, (_, i) => ({
+      id: `bulk-${i}`,
+      slug: `bulk-${i}`,
+      nameZh: `批量 ${i}`,
+      nameEn: '',
+      summaryZh: '批量',
+      summaryEn: '',
+      descriptionZh: '',
+      descriptionEn: '',
+      iconUrl: null,
+      category: 'bulk',
+      published: 1,
+      totalDownloads: 0,
+      createdAt: now,
+      updatedAt: now,
+    }));
+    for (let i = 0; i < addons.length; i += 100) {
+      await t.database.db
+        .insertInto('addons')
+        .values(addons.slice(i, i + 100))
+        .execute();
+    }
+    const r = await createRelease('bulk-0'); // also clears the caches
+    const before = await list('?category=bulk');
+    expect(before).toHaveLength(600);
+    expect(before[0]).toMatchObject({ id: 'bulk-0', totalDownloads: 0 });
+    for (let n = 1; n <= 2; n += 1) {
+      expect((await t.inject({ url: `/api/download/${r.id}` })).statusCode).toBe(302);
+      const [first] = await list('?category=bulk');
+      expect(first).toMatchObject({ id: 'bulk-0', totalDownloads: n });
+      expect(first?.releases[0]).toMatchObject({ id: r.id, downloadCount: n });
+    }
+  });
+
   describe('a second instance on the same database', () => {
     let other: App;
     let otherDb: DatabaseHandle;

@@ -50,6 +50,9 @@ interface Generation {
 
 const MAX_RENDERED = 2_000;
 
+/** Up to this many addons in an answer, its counters are read by id rather than all at once. */
+const TARGETED_COUNTERS_MAX = 500;
+
 /** One list element's JSON around its counters: head + total + middle (+ latest release count + tail). */
 interface Fragment {
   readonly head: string;
@@ -122,6 +125,24 @@ export class AddonService {
     return generation.counters;
   }
 
+  /**
+   * Counters for `entries`: the generation's full set when it is loaded or the answer is large, else
+   * two primary-key reads of just these addons and releases, so a search after a download costs
+   * in proportion to its result, not to the catalogue.
+   */
+  private async countersFor(generation: Generation, entries: readonly CatalogueEntry[]): Promise<Counters> {
+    if (generation.counters !== null || entries.length > TARGETED_COUNTERS_MAX) return this.counters(generation);
+    if (entries.length === 0) return { totals: new Map(), releases: new Map() };
+    const latest = entries.flatMap((e) => (e.latest ? [e.latest.id] : []));
+    return {
+      totals: await repo.addonTotals(
+        this.db,
+        entries.map((e) => e.addon.id),
+      ),
+      releases: latest.length > 0 ? await repo.releaseDownloadCounts(this.db, latest) : new Map(),
+    };
+  }
+
   /** A rendered answer of the generation, computed once. */
   private async rendered(generation: Generation, key: string, render: () => Promise<string>): Promise<Buffer> {
     let body = generation.rendered.get(key);
@@ -179,8 +200,9 @@ export class AddonService {
     const generation = await this.current();
     const { catalogue } = generation;
     return this.rendered(generation, `list|${Catalogue.keyOf(filter)}|${lang}`, async () => {
-      const counters = await this.counters(generation);
-      const items = catalogue.select(filter).map((entry) => {
+      const selected = catalogue.select(filter);
+      const counters = await this.countersFor(generation, selected);
+      const items = selected.map((entry) => {
         const f = this.fragment(catalogue, entry, lang);
         const total = counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads;
         const head = `${f.head}"totalDownloads":${total}${f.middle}`;
