@@ -313,6 +313,7 @@ describe('GET /api/addons', () => {
     expect(await ids('map inventory')).toEqual([]); // every term must match
     expect(await ids('o')).toEqual([bag.id, map.id].sort());
     expect(await ids('nothing-like-this')).toEqual([]);
+    expect((await t.inject({ url: `/api/addons?search=${'x'.repeat(201)}` })).statusCode).toBe(400);
     expect(await ids('')).toEqual([bag.id, map.id].sort()); // empty search: no filter
     // The index follows writes.
     await admin(t, 'PUT', `/api/addons/${map.id}`, { summaryEn: 'Now with inventory links' });
@@ -516,10 +517,15 @@ describe('GET /api/download/{releaseId}', () => {
   it('redirects an external link with 302 and counts it', async () => {
     const a = await createAddon({});
     const r = await createRelease(a.id, { externalUrl: 'https://cdn.example.test/x.zip' });
+    const counts = async () =>
+      (await t.inject({ url: `/api/releases?addonId=${a.id}` })).json<ReleaseJson[]>().map((x) => x.downloadCount);
+    expect(await counts()).toEqual([0]);
+    expect((await detail(a.id)).totalDownloads).toBe(0);
     const res = await t.inject({ url: `/api/download/${r.id}` });
     expect(res.statusCode).toBe(302);
     expect(res.headers.location).toBe('https://cdn.example.test/x.zip');
     expect((await detail(a.id)).totalDownloads).toBe(1);
+    expect(await counts()).toEqual([1]);
   });
 
   it('answers 404 for an unknown release or a missing file, without counting', async () => {

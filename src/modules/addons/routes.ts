@@ -79,7 +79,10 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           response: { 200: Type.Array(ReleaseListItemSchema) },
         },
       },
-      async (request) => addons.releases(request.query.addonId || undefined, requestLang(request)),
+      async (request, reply) => {
+        const json = await addons.releasesJson(request.query.addonId || undefined, requestLang(request));
+        return reply.type('application/json; charset=utf-8').send(json as never);
+      },
     );
 
     app.get(

@@ -73,6 +73,7 @@ export const AddonListQuery = Type.Object({
   category: Type.Optional(Type.String({ description: 'only addons of this category' })),
   search: Type.Optional(
     Type.String({
+      maxLength: 200,
       description: 'case-insensitive; every whitespace-separated term must occur in the name or summary (zh or en)',
     }),
   ),

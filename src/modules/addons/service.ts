@@ -46,9 +46,12 @@ interface Generation {
   counters: Promise<Counters> | null;
   /** Rendered JSON (UTF-8) of list and detail answers, by request. */
   readonly rendered: Map<string, Buffer>;
+  renderedBytes: number;
 }
 
 const MAX_RENDERED = 2_000;
+/** Memory kept for rendered answers per instance (clients choose search terms freely). */
+const MAX_RENDERED_BYTES = 256 * 1024 * 1024;
 
 /** Up to this many addons in an answer, its counters are read by id rather than all at once. */
 const TARGETED_COUNTERS_MAX = 500;
@@ -102,7 +105,7 @@ export class AddonService {
     const version = await repo.counterVersion(this.db);
     const held = this.generation;
     if (held && held.catalogue === catalogue && held.version === version) return held;
-    const fresh: Generation = { catalogue, version, counters: null, rendered: new Map() };
+    const fresh: Generation = { catalogue, version, counters: null, rendered: new Map(), renderedBytes: 0 };
     // A slow request that read an older counter version must not replace a newer generation.
     if (!held || held.catalogue !== catalogue || held.version < version) this.generation = fresh;
     return fresh;
@@ -143,16 +146,23 @@ export class AddonService {
     };
   }
 
-  /** A rendered answer of the generation, computed once. */
+  /** A rendered answer of the generation, computed once and kept within the memory budget. */
   private async rendered(generation: Generation, key: string, render: () => Promise<string>): Promise<Buffer> {
-    let body = generation.rendered.get(key);
-    if (body === undefined) {
-      body = Buffer.from(await render());
-      if (generation.rendered.size >= MAX_RENDERED) {
-        generation.rendered.delete(generation.rendered.keys().next().value as string);
-      }
-      generation.rendered.set(key, body);
+    const kept = generation.rendered.get(key);
+    if (kept !== undefined) return kept;
+    const body = Buffer.from(await render());
+    if (body.length > MAX_RENDERED_BYTES / 4) return body;
+    const { rendered } = generation;
+    while (
+      rendered.size > 0 &&
+      (rendered.size >= MAX_RENDERED || generation.renderedBytes + body.length > MAX_RENDERED_BYTES)
+    ) {
+      const oldest = rendered.keys().next().value as string;
+      generation.renderedBytes -= rendered.get(oldest)?.length ?? 0;
+      rendered.delete(oldest);
     }
+    rendered.set(key, body);
+    generation.renderedBytes += body.length;
     return body;
   }
 
@@ -233,6 +243,14 @@ export class AddonService {
     const screenshots = await repo.screenshotsOf(this.db, row.id);
     const latestId = effectiveLatest(releases)?.id;
     return toAddon(row, { releases, latestId, releaseCount: releases.length }, screenshots, lang);
+  }
+
+  /** `GET /api/releases` as JSON, rendered from the database once per generation. */
+  async releasesJson(addonId: string | undefined, lang: Lang): Promise<Buffer> {
+    const generation = await this.current();
+    return this.rendered(generation, `releases|${addonId ?? ''}|${lang}`, async () =>
+      JSON.stringify(await this.releases(addonId, lang)),
+    );
   }
 
   async releases(addonId: string | undefined, lang: Lang): Promise<ReleaseListItem[]> {
