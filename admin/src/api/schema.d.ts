@@ -49,6 +49,7 @@ export interface paths {
                             descriptionZh: string;
                             iconUrl: string | null;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -147,6 +148,7 @@ export interface paths {
                             descriptionZh: string;
                             iconUrl: string | null;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -283,6 +285,7 @@ export interface paths {
                             descriptionZh: string;
                             iconUrl: string | null;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -513,6 +516,7 @@ export interface paths {
                             descriptionZh: string;
                             iconUrl: string | null;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -1149,6 +1153,7 @@ export interface paths {
                             coverImage: string;
                             createdAt: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             published: boolean;
                             slug: string;
@@ -1226,6 +1231,7 @@ export interface paths {
                             coverImage: string;
                             createdAt: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             published: boolean;
                             slug: string;
@@ -1329,6 +1335,7 @@ export interface paths {
                             coverImage: string;
                             createdAt: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             published: boolean;
                             slug: string;
@@ -1456,6 +1463,7 @@ export interface paths {
                             coverImage: string;
                             createdAt: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             published: boolean;
                             slug: string;
@@ -1782,6 +1790,7 @@ export interface paths {
                             enabled: boolean;
                             id: string;
                             imageUrl: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             sortOrder: number;
                             title: string;
@@ -1828,6 +1837,7 @@ export interface paths {
                             enabled: boolean;
                             id: string;
                             imageUrl: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             sortOrder: number;
                             title: string;
@@ -1900,6 +1910,7 @@ export interface paths {
                             enabled: boolean;
                             id: string;
                             imageUrl: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             sortOrder: number;
                             title: string;
@@ -2093,6 +2104,7 @@ export interface paths {
                                 nameZh: string;
                                 slug: string;
                             };
+                            /** @enum {string} */
                             lang: "zh" | "en";
                         })[];
                     };
@@ -2164,6 +2176,7 @@ export interface paths {
                                 nameZh: string;
                                 slug: string;
                             };
+                            /** @enum {string} */
                             lang: "zh" | "en";
                         };
                     };
@@ -2270,6 +2283,7 @@ export interface paths {
                                 nameZh: string;
                                 slug: string;
                             };
+                            /** @enum {string} */
                             lang: "zh" | "en";
                         };
                     };
@@ -2524,6 +2538,7 @@ export interface paths {
                             descriptionEn: string;
                             descriptionZh: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -2536,6 +2551,7 @@ export interface paths {
                                 changelogZh: string;
                                 createdAt: string;
                                 downloadCount: number;
+                                /** @enum {string} */
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
@@ -2600,6 +2616,7 @@ export interface paths {
                             descriptionEn: string;
                             descriptionZh: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -2612,6 +2629,7 @@ export interface paths {
                                 changelogZh: string;
                                 createdAt: string;
                                 downloadCount: number;
+                                /** @enum {string} */
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
@@ -2713,6 +2731,7 @@ export interface paths {
                             descriptionEn: string;
                             descriptionZh: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -2725,6 +2744,7 @@ export interface paths {
                                 changelogZh: string;
                                 createdAt: string;
                                 downloadCount: number;
+                                /** @enum {string} */
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
@@ -2837,6 +2857,7 @@ export interface paths {
                         changelogEn?: string;
                         /** @description Chinese text */
                         changelogZh?: string;
+                        /** @enum {string} */
                         downloadType?: "local" | "url";
                         externalUrl?: string | null;
                         filePath?: string;
@@ -2866,6 +2887,7 @@ export interface paths {
                             changelogZh: string;
                             createdAt: string;
                             downloadCount: number;
+                            /** @enum {string} */
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
@@ -2881,6 +2903,7 @@ export interface paths {
                             versionCode: number;
                             wowVersion: string;
                         } & {
+                            /** @enum {string} */
                             lang: "zh" | "en";
                         };
                     };
@@ -2954,6 +2977,7 @@ export interface paths {
                             descriptionEn: string;
                             descriptionZh: string;
                             id: string;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -2966,6 +2990,7 @@ export interface paths {
                                 changelogZh: string;
                                 createdAt: string;
                                 downloadCount: number;
+                                /** @enum {string} */
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
@@ -3039,6 +3064,7 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             name: string;
                             nameEn: string;
@@ -3130,6 +3156,7 @@ export interface paths {
                         "application/json": {
                             forceUpdate: boolean;
                             hasUpdate: boolean;
+                            /** @enum {string} */
                             lang: "zh" | "en";
                             latest: {
                                 changelog: string;
@@ -3287,6 +3314,7 @@ export interface paths {
                             downloadType?: string;
                             downloadUrl?: string;
                             fileSize?: number;
+                            /** @enum {string} */
                             lang?: "zh" | "en";
                             sha256?: string | null;
                             version?: string;
@@ -3351,6 +3379,7 @@ export interface paths {
                         changelogEn?: string;
                         /** @description Chinese text */
                         changelogZh?: string;
+                        /** @enum {string} */
                         downloadType?: "local" | "url";
                         externalUrl?: string | null;
                         filePath?: string;
@@ -3379,6 +3408,7 @@ export interface paths {
                             changelogZh: string;
                             createdAt: string;
                             downloadCount: number;
+                            /** @enum {string} */
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
@@ -3394,6 +3424,7 @@ export interface paths {
                             versionCode: number;
                             wowVersion: string;
                         } & {
+                            /** @enum {string} */
                             lang: "zh" | "en";
                         };
                     };
