@@ -71,6 +71,9 @@ const COUNT_KEY_MARK = `"downloadCount":${COUNT_MARK}`;
 
 export class AddonService {
   private generation: Generation | null = null;
+  /** Counts this instance's committed catalogue writes, so a load begun before one is not reused. */
+  private epoch = 0;
+  private loading: { epoch: number; promise: Promise<Catalogue> } | null = null;
   /** List fragments per catalogue and language; dropped with the catalogue. */
   private readonly fragments = new WeakMap<Catalogue, Map<Lang, Map<CatalogueEntry, Fragment>>>();
 
@@ -84,16 +87,29 @@ export class AddonService {
 
   /** The catalogue of the current content version, loaded once per content write (on any instance). */
   private catalogue(): Promise<Catalogue> {
-    return this.ctx.cache.get('addons:catalogue', async () => {
-      const addons = await repo.listAddons(this.db);
-      const flagged = await repo.flaggedLatestReleases(this.db);
-      const counts = await repo.releaseCounts(this.db);
-      const screenshots = await repo.allScreenshots(this.db);
-      const flaggedAddons = new Set(flagged.map((r) => r.addonId));
-      const unflagged = addons.filter((a) => (counts.get(a.id) ?? 0) > 0 && !flaggedAddons.has(a.id)).map((a) => a.id);
-      const newest = unflagged.length > 0 ? await repo.newestReleases(this.db, unflagged) : [];
-      return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots);
+    return this.ctx.cache.get('addons:catalogue', () => {
+      // One load at a time, not one per waiting request; a load begun before a write here is not joined.
+      if (this.loading?.epoch !== this.epoch) {
+        const loading = { epoch: this.epoch, promise: this.loadCatalogue() };
+        this.loading = loading;
+        void loading.promise.then(
+          () => this.loading === loading && (this.loading = null),
+          () => this.loading === loading && (this.loading = null),
+        );
+      }
+      return this.loading.promise;
     });
+  }
+
+  private async loadCatalogue(): Promise<Catalogue> {
+    const addons = await repo.listAddons(this.db);
+    const flagged = await repo.flaggedLatestReleases(this.db);
+    const counts = await repo.releaseCounts(this.db);
+    const screenshots = await repo.allScreenshots(this.db);
+    const flaggedAddons = new Set(flagged.map((r) => r.addonId));
+    const unflagged = addons.filter((a) => (counts.get(a.id) ?? 0) > 0 && !flaggedAddons.has(a.id)).map((a) => a.id);
+    const newest = unflagged.length > 0 ? await repo.newestReleases(this.db, unflagged) : [];
+    return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots);
   }
 
   /**
@@ -322,6 +338,7 @@ export class AddonService {
       if (isUniqueViolation(err)) throw conflict('slug already exists');
       throw err;
     }
+    this.epoch += 1;
     await this.ctx.cache.bump();
     return result;
   }
