@@ -92,6 +92,15 @@ describe('admin console in Chromium against the real service', () => {
     const card = page.getByTestId('package-app-launcher');
     await card.waitFor();
 
+    // The API's {error} reaches the operator in words: a duplicate slug is a 409.
+    await page.getByTestId('new-package').click();
+    await page.getByTestId('pkg-slug').fill('app-launcher');
+    await page.getByTestId('pkg-name-zh').fill('重复');
+    await page.getByTestId('pkg-submit').click();
+    await page.getByText(/^Already exists: .*slug/).waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+
     await card.getByTestId('new-version').click();
     await page.getByTestId('ver-version').fill('1.2.0');
     await page.getByTestId('ver-code').fill('120');
