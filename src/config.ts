@@ -30,6 +30,8 @@ export type StorageConfig =
       readonly bucket: string;
       readonly prefix: string;
       readonly endpoint: string | null;
+      /** Where clients reach the store, for presigned download URLs; the endpoint when unset. */
+      readonly publicEndpoint: string | null;
       readonly region: string;
       readonly forcePathStyle: boolean;
       readonly presignDownloads: boolean;
@@ -85,6 +87,7 @@ function parseStorage(env: Env, dataDir: string): StorageConfig {
       bucket,
       prefix,
       endpoint: env.S3_ENDPOINT || env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL || null,
+      publicEndpoint: env.S3_PUBLIC_ENDPOINT || null,
       region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
       forcePathStyle: env.S3_FORCE_PATH_STYLE === undefined ? true : flag(env, 'S3_FORCE_PATH_STYLE'),
       presignDownloads: flag(env, 'S3_PRESIGN_DOWNLOADS'),

@@ -106,6 +106,19 @@ describe('S3Storage driver on a real S3-compatible server (s3rver)', () => {
     expect(url.searchParams.get('X-Amz-Expires')).toBe('60');
     expect(url.searchParams.get('response-content-disposition')).toMatch(/^attachment; filename=.*UTF-8''/);
   });
+
+  it('names S3_PUBLIC_ENDPOINT in presigned URLs when the instances reach the store under another name', async () => {
+    const presigning = storageFor('driver', {
+      S3_PRESIGN_DOWNLOADS: 'true',
+      S3_PUBLIC_ENDPOINT: 'https://files.example.test',
+    });
+    const url = new URL((await presigning.presignedUrl('small.txt', 'x.txt')) ?? '');
+    // The store itself is still reached at its own endpoint.
+    expect((await presigning.stat('small.txt'))?.size).toBeGreaterThan(0);
+    await presigning.close();
+    expect(url.origin).toBe('https://files.example.test');
+    expect(url.pathname).toBe(`/${s3.bucket}/driver/small.txt`);
+  });
 });
 
 describe('the service on S3 storage, streaming downloads', () => {

@@ -33,17 +33,18 @@ function isNotFound(err: unknown): boolean {
 export class S3Storage implements Storage {
   readonly kind = 's3' as const;
   readonly client: S3Client;
+  private readonly presignClient: S3Client;
 
   constructor(
     private readonly config: S3StorageConfig,
     overrides: Partial<S3ClientConfig> = {},
   ) {
-    this.client = new S3Client({
+    const clientConfig = (endpoint: string | null): S3ClientConfig => ({
       region: config.region,
       forcePathStyle: config.forcePathStyle,
-      ...(config.endpoint !== null
+      ...(endpoint !== null
         ? {
-            endpoint: config.endpoint,
+            endpoint,
             // S3-compatible servers vary in their support of the newer default checksums; the
             // service hashes every upload itself (sha256), so ask for checksums only where S3 requires them.
             requestChecksumCalculation: 'WHEN_REQUIRED' as const,
@@ -52,6 +53,10 @@ export class S3Storage implements Storage {
         : {}),
       ...overrides,
     });
+    this.client = new S3Client(clientConfig(config.endpoint));
+    // Signing is local: a second client only changes the host that presigned URLs name.
+    this.presignClient =
+      config.publicEndpoint === null ? this.client : new S3Client(clientConfig(config.publicEndpoint));
   }
 
   /** The object key of a store key: under the configured prefix. */
@@ -123,11 +128,12 @@ export class S3Storage implements Storage {
       ResponseContentDisposition: contentDisposition('attachment', fileName),
       ResponseContentType: 'application/octet-stream',
     });
-    return getSignedUrl(this.client, command, { expiresIn: this.config.presignSeconds });
+    return getSignedUrl(this.presignClient, command, { expiresIn: this.config.presignSeconds });
   }
 
   close(): Promise<void> {
     this.client.destroy();
+    if (this.presignClient !== this.client) this.presignClient.destroy();
     return Promise.resolve();
   }
 }
