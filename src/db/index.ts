@@ -40,6 +40,9 @@ function postgresDialect(url: string): PostgresDialect {
           : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
     },
   });
+  // An idle connection the server drops (restart, failover, admin command) must not crash the
+  // process: the pool replaces it on the next query.
+  pool.on('error', (err) => process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`));
   return new PostgresDialect({ pool });
 }
 
