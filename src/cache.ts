@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
+import { isUniqueViolation } from './db/errors.js';
 import type { Db } from './db/index.js';
+import { conflict } from './http/errors.js';
 
 /** Bounds memory when clients vary keys (search terms): the oldest entry makes room. */
 const MAX_ENTRIES = 10_000;
@@ -19,6 +21,22 @@ export class ContentCache {
     private readonly db: Db,
     private readonly checkMs: number,
   ) {}
+
+  /**
+   * Runs a content write in one transaction and, once it committed, tells every instance's caches.
+   * A unique-constraint violation (a slug taken by a concurrent write) is a 409.
+   */
+  async commit<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await this.db.transaction().execute(work);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('slug already exists');
+      throw err;
+    }
+    await this.bump();
+    return result;
+  }
 
   /** Clears local entries and marks the change for the other instances. Call after a committed write. */
   async bump(): Promise<void> {

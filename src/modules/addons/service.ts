@@ -1,13 +1,13 @@
 import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { isUniqueViolation } from '../../db/errors.js';
 import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
 import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
-import { checkSlug, checkUrl } from '../../http/slug.js';
+import { checkSlug } from '../../http/slug.js';
+import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
 import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter } from './catalogue.js';
 import {
@@ -329,17 +329,10 @@ export class AddonService {
 
   /* ---------- writes ---------- */
 
-  /** Runs a write and, once it committed, tells every instance's caches. */
+  /** Runs a write and, once it committed, tells every instance's caches (and this one's catalogue). */
   private async write<T>(work: (trx: typeof this.db) => Promise<T>): Promise<T> {
-    let result: T;
-    try {
-      result = await this.db.transaction().execute(work);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('slug already exists');
-      throw err;
-    }
+    const result = await this.ctx.cache.commit(work);
     this.epoch += 1;
-    await this.ctx.cache.bump();
     return result;
   }
 
@@ -416,39 +409,10 @@ export class AddonService {
     });
   }
 
-  /** Validates the file fields of a release write and fills size and digest from the store. */
-  private async fileFields(
-    body: Static<typeof ReleaseUpdateBody>,
-    current: Pick<ReleaseRow, 'downloadType' | 'externalUrl'> | null,
-  ): Promise<ReleaseUpdate> {
-    const fields: ReleaseUpdate = {};
-    const downloadType = body.downloadType ?? current?.downloadType ?? 'local';
-    if (body.externalUrl !== undefined) {
-      fields.externalUrl =
-        body.externalUrl === null || body.externalUrl === '' ? null : checkUrl(body.externalUrl, 'body.externalUrl');
-    }
-    const externalUrl = fields.externalUrl !== undefined ? fields.externalUrl : (current?.externalUrl ?? null);
-    if (downloadType === 'url' && !externalUrl) {
-      throw badRequest('body.externalUrl: is required when downloadType is url');
-    }
-    if (body.downloadType !== undefined) fields.downloadType = body.downloadType;
-    if (body.filePath !== undefined && body.filePath !== '') {
-      const facts = await this.ctx.files.facts(body.filePath, 'body.filePath');
-      fields.filePath = facts.filePath;
-      fields.fileSize = facts.size;
-      fields.sha256 = facts.sha256;
-    } else if (body.filePath === '') {
-      fields.filePath = '';
-    }
-    if (body.fileSize !== undefined) fields.fileSize = body.fileSize;
-    if (body.sha256 !== undefined) fields.sha256 = body.sha256?.toLowerCase() ?? null;
-    return fields;
-  }
-
   async createRelease(body: Static<typeof ReleaseCreateBody>, lang: Lang): Promise<ReleaseListItem> {
     const changelog = bilingualWrite(body, 'changelog');
     if (!(await repo.findAddonById(this.db, body.addonId))) throw notFound(`addon not found: ${body.addonId}`);
-    const files = await this.fileFields(body, null);
+    const files = await downloadFields(this.ctx.files, body, null);
     const row: ReleaseRow = {
       id: newId(),
       addonId: body.addonId,
@@ -481,7 +445,7 @@ export class AddonService {
     const current = await this.release(id);
     const changelog = bilingualWrite(body, 'changelog');
     const fields: ReleaseUpdate = {
-      ...(await this.fileFields(body, current)),
+      ...(await downloadFields(this.ctx.files, body, current)),
       ...(body.version !== undefined ? { version: body.version } : {}),
       ...(changelog.zh !== undefined ? { changelogZh: changelog.zh } : {}),
       ...(changelog.en !== undefined ? { changelogEn: changelog.en } : {}),

@@ -1,6 +1,5 @@
 import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { isUniqueViolation } from '../../db/errors.js';
 import type { ArticleRow, BannerRow, GalleryRow } from '../../db/schema.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
@@ -24,19 +23,6 @@ export class ContentService {
 
   private get db() {
     return this.ctx.db;
-  }
-
-  /** Runs a write and, once it committed, tells every instance's caches. */
-  private async write<T>(work: (trx: typeof this.db) => Promise<T>): Promise<T> {
-    let result: T;
-    try {
-      result = await this.db.transaction().execute(work);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('slug already exists');
-      throw err;
-    }
-    await this.ctx.cache.bump();
-    return result;
   }
 
   /* ---------- articles ---------- */
@@ -77,7 +63,7 @@ export class ContentService {
       createdAt: now,
       updatedAt: now,
     };
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       if (await repo.findArticleBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
       await trx.insertInto('articles').values(row).execute();
     });
@@ -90,7 +76,7 @@ export class ContentService {
     const summary = bilingualWrite(body, 'summary');
     const content = bilingualWrite(body, 'content');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
-    const row = await this.write(async (trx) => {
+    const row = await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.findArticleById(trx, id))) throw notFound(`article not found: ${id}`);
       if (slug !== undefined) {
         const other = await repo.findArticleBySlug(trx, slug);
@@ -119,7 +105,7 @@ export class ContentService {
   }
 
   async deleteArticle(id: string): Promise<void> {
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       const result = await trx.deleteFrom('articles').where('id', '=', id).executeTakeFirst();
       if (result.numDeletedRows === 0n) throw notFound(`article not found: ${id}`);
     });
@@ -140,12 +126,12 @@ export class ContentService {
       enabled: body.enabled === false ? 0 : 1,
       createdAt: nowIso(),
     };
-    await this.write((trx) => trx.insertInto('banners').values(row).execute());
+    await this.ctx.cache.commit((trx) => trx.insertInto('banners').values(row).execute());
     return toBanner(row);
   }
 
   async updateBanner(id: string, body: Static<typeof BannerUpdateBody>): Promise<Banner> {
-    const row = await this.write(async (trx) => {
+    const row = await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.findBanner(trx, id))) throw notFound(`banner not found: ${id}`);
       const fields = {
         ...(body.imageUrl !== undefined ? { imageUrl: body.imageUrl } : {}),
@@ -160,7 +146,7 @@ export class ContentService {
   }
 
   async deleteBanner(id: string): Promise<void> {
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       const result = await trx.deleteFrom('banners').where('id', '=', id).executeTakeFirst();
       if (result.numDeletedRows === 0n) throw notFound(`banner not found: ${id}`);
     });
@@ -184,13 +170,13 @@ export class ContentService {
       enabled: body.enabled === false ? 0 : 1,
       createdAt: nowIso(),
     };
-    await this.write((trx) => trx.insertInto('galleryImages').values(row).execute());
+    await this.ctx.cache.commit((trx) => trx.insertInto('galleryImages').values(row).execute());
     return toGalleryImage(row, lang);
   }
 
   async updateGalleryImage(id: string, body: Static<typeof GalleryUpdateBody>, lang: Lang): Promise<GalleryImage> {
     const title = bilingualWrite(body, 'title');
-    const row = await this.write(async (trx) => {
+    const row = await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.findGalleryImage(trx, id))) throw notFound(`gallery image not found: ${id}`);
       const fields = {
         ...(body.imageUrl !== undefined ? { imageUrl: body.imageUrl } : {}),
@@ -209,7 +195,7 @@ export class ContentService {
   }
 
   async deleteGalleryImage(id: string): Promise<void> {
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       const result = await trx.deleteFrom('galleryImages').where('id', '=', id).executeTakeFirst();
       if (result.numDeletedRows === 0n) throw notFound(`gallery image not found: ${id}`);
     });

@@ -1,6 +1,5 @@
 import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { isUniqueViolation } from '../../db/errors.js';
 import type { PackageRow, VersionRow, VersionUpdate } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { newId, nowIso } from '../../domain/clock.js';
@@ -8,7 +7,8 @@ import { type Lang, localize } from '../../domain/lang.js';
 import { decideUpdate } from '../../domain/update.js';
 import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
-import { checkSlug, checkUrl, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
+import { checkSlug, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
+import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
 import { effectiveLatest, type Package, toPackage, toVersion, type Version } from './mapper.js';
 import * as repo from './repository.js';
@@ -152,19 +152,6 @@ export class SoftwareService {
     };
   }
 
-  /** Runs a write and, once it committed, tells every instance's caches. */
-  private async write<T>(work: (trx: typeof this.db) => Promise<T>): Promise<T> {
-    let result: T;
-    try {
-      result = await this.db.transaction().execute(work);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('slug already exists');
-      throw err;
-    }
-    await this.ctx.cache.bump();
-    return result;
-  }
-
   async createPackage(body: Static<typeof PackageCreateBody>, lang: Lang): Promise<Package> {
     const slug = checkSlug(body.slug, RESERVED_SOFTWARE_SLUGS);
     const name = requiredBilingual(body, 'name');
@@ -180,7 +167,7 @@ export class SoftwareService {
       createdAt: now,
       updatedAt: now,
     };
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       if (await repo.findPackageBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
       await trx.insertInto('softwarePackages').values(row).execute();
     });
@@ -192,7 +179,7 @@ export class SoftwareService {
     if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
     const description = bilingualWrite(body, 'description');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug, RESERVED_SOFTWARE_SLUGS);
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       const existing = await trx.selectFrom('softwarePackages').select('id').where('id', '=', id).executeTakeFirst();
       if (!existing) throw notFound(`software package not found: ${id}`);
       if (slug !== undefined) {
@@ -216,43 +203,15 @@ export class SoftwareService {
   }
 
   async deletePackage(id: string): Promise<void> {
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       const result = await trx.deleteFrom('softwarePackages').where('id', '=', id).executeTakeFirst();
       if (result.numDeletedRows === 0n) throw notFound(`software package not found: ${id}`);
     });
   }
 
-  /** Validates the file fields of a version write and fills size and digest from the store. */
-  private async fileFields(
-    body: Static<typeof VersionUpdateBody>,
-    current: Pick<VersionRow, 'downloadType' | 'externalUrl' | 'filePath'> | null,
-  ): Promise<VersionUpdate> {
-    const fields: VersionUpdate = {};
-    const downloadType = body.downloadType ?? current?.downloadType ?? 'local';
-    if (body.externalUrl !== undefined) {
-      fields.externalUrl =
-        body.externalUrl === null || body.externalUrl === '' ? null : checkUrl(body.externalUrl, 'body.externalUrl');
-    }
-    const externalUrl = fields.externalUrl !== undefined ? fields.externalUrl : (current?.externalUrl ?? null);
-    if (downloadType === 'url' && !externalUrl)
-      throw badRequest('body.externalUrl: is required when downloadType is url');
-    if (body.downloadType !== undefined) fields.downloadType = body.downloadType;
-    if (body.filePath !== undefined && body.filePath !== '') {
-      const facts = await this.ctx.files.facts(body.filePath, 'body.filePath');
-      fields.filePath = facts.filePath;
-      fields.fileSize = body.fileSize ?? facts.size;
-      fields.sha256 = body.sha256 ?? facts.sha256;
-    } else if (body.filePath === '') {
-      fields.filePath = '';
-    }
-    if (body.fileSize !== undefined) fields.fileSize = body.fileSize;
-    if (body.sha256 !== undefined) fields.sha256 = body.sha256?.toLowerCase() ?? null;
-    return fields;
-  }
-
   async createVersion(packageId: string, body: Static<typeof VersionCreateBody>, lang: Lang): Promise<Version> {
     const changelog = bilingualWrite(body, 'changelog');
-    const files = await this.fileFields(body, null);
+    const files = await downloadFields(this.ctx.files, body, null);
     const row: VersionRow = {
       id: newId(),
       packageId,
@@ -273,7 +232,7 @@ export class SoftwareService {
       launcherDownloadCount: 0,
       createdAt: nowIso(),
     };
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.lockPackage(trx, this.ctx.engine, packageId))) {
         throw notFound(`software package not found: ${packageId}`);
       }
@@ -288,7 +247,7 @@ export class SoftwareService {
     const current = await this.version(versionId);
     const changelog = bilingualWrite(body, 'changelog');
     const fields: VersionUpdate = {
-      ...(await this.fileFields(body, current)),
+      ...(await downloadFields(this.ctx.files, body, current)),
       ...(body.version !== undefined ? { version: body.version } : {}),
       ...(body.versionCode !== undefined ? { versionCode: body.versionCode } : {}),
       ...(changelog.zh !== undefined ? { changelogZh: changelog.zh } : {}),
@@ -296,7 +255,7 @@ export class SoftwareService {
       ...(body.forceUpdate !== undefined ? { forceUpdate: body.forceUpdate ? 1 : 0 } : {}),
       ...(body.minVersion !== undefined ? { minVersion: body.minVersion } : {}),
     };
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       if (body.isLatest === true) await repo.lockPackage(trx, this.ctx.engine, current.packageId);
       if (body.isLatest === false) fields.isLatest = 0;
       if (Object.keys(fields).length > 0) {
@@ -311,7 +270,7 @@ export class SoftwareService {
 
   async deleteVersion(versionId: string): Promise<void> {
     const current = await this.version(versionId);
-    await this.write(async (trx) => {
+    await this.ctx.cache.commit(async (trx) => {
       await repo.lockPackage(trx, this.ctx.engine, current.packageId);
       // Re-read under the lock: the flag may have moved (or the version gone) since.
       const locked = await repo.findVersion(trx, versionId);

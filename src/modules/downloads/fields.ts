@@ -1,0 +1,53 @@
+import { checkUrl } from '../../http/slug.js';
+import { badRequest } from '../../http/errors.js';
+import type { FileService } from '../files/service.js';
+
+/** What a software version and an addon release both store about where their download comes from. */
+export interface DownloadColumns {
+  downloadType: 'local' | 'url';
+  externalUrl: string | null;
+  filePath: string;
+  fileSize: number;
+  sha256: string | null;
+}
+
+export type DownloadFieldsBody = {
+  downloadType?: 'local' | 'url' | undefined;
+  externalUrl?: string | null | undefined;
+  filePath?: string | undefined;
+  fileSize?: number | undefined;
+  sha256?: string | null | undefined;
+};
+
+/**
+ * Validates the download fields of a create (`current` null) or update body and answers the
+ * columns to write: `externalUrl` is an absolute http(s) URL and required for `url` downloads;
+ * `filePath` names a file in the store, whose size and digest fill `fileSize`/`sha256` unless sent.
+ */
+export async function downloadFields(
+  files: FileService,
+  body: DownloadFieldsBody,
+  current: Pick<DownloadColumns, 'downloadType' | 'externalUrl'> | null,
+): Promise<Partial<DownloadColumns>> {
+  const fields: Partial<DownloadColumns> = {};
+  const downloadType = body.downloadType ?? current?.downloadType ?? 'local';
+  if (body.externalUrl !== undefined) {
+    fields.externalUrl =
+      body.externalUrl === null || body.externalUrl === '' ? null : checkUrl(body.externalUrl, 'body.externalUrl');
+  }
+  const externalUrl = fields.externalUrl !== undefined ? fields.externalUrl : (current?.externalUrl ?? null);
+  if (downloadType === 'url' && !externalUrl)
+    throw badRequest('body.externalUrl: is required when downloadType is url');
+  if (body.downloadType !== undefined) fields.downloadType = body.downloadType;
+  if (body.filePath !== undefined && body.filePath !== '') {
+    const facts = await files.facts(body.filePath, 'body.filePath');
+    fields.filePath = facts.filePath;
+    fields.fileSize = facts.size;
+    fields.sha256 = facts.sha256;
+  } else if (body.filePath === '') {
+    fields.filePath = '';
+  }
+  if (body.fileSize !== undefined) fields.fileSize = body.fileSize;
+  if (body.sha256 !== undefined) fields.sha256 = body.sha256?.toLowerCase() ?? null;
+  return fields;
+}
