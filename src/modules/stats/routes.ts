@@ -20,7 +20,9 @@ const DownloadStatsResponse = Type.Object({
   days: Type.Integer(),
   from: Type.String({ description: 'first day (UTC, YYYY-MM-DD)' }),
   to: Type.String({ description: 'last day (UTC, today)' }),
-  series: Type.Array(Type.Object({ day: Type.String(), ...Counts }), { description: 'every day in range, oldest first' }),
+  series: Type.Array(Type.Object({ day: Type.String(), ...Counts }), {
+    description: 'every day in range, oldest first',
+  }),
   totals: Type.Object(Counts),
 });
 
