@@ -30,3 +30,15 @@ export function requiredBilingual(body: Record<string, unknown>, field: Translat
   if (zh === undefined || zh.trim() === '') throw badRequest(`body.${field}: is required`);
   return { zh, en: en ?? '' };
 }
+
+/** The columns an update body sets for `field` (`fZh`, `fEn`), only those it sends. */
+export function bilingualColumns<F extends Translatable>(
+  body: Record<string, unknown>,
+  field: F,
+): Partial<Record<`${F}Zh` | `${F}En`, string>> {
+  const { zh, en } = bilingualWrite(body, field);
+  return {
+    ...(zh !== undefined ? { [`${field}Zh`]: zh } : {}),
+    ...(en !== undefined ? { [`${field}En`]: en } : {}),
+  } as Partial<Record<`${F}Zh` | `${F}En`, string>>;
+}

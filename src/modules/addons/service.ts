@@ -4,7 +4,7 @@ import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../d
 import { CHANNEL } from '../../domain/channel.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
-import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
+import { bilingualColumns, bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
@@ -370,7 +370,6 @@ export class AddonService {
     if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
     const summary = bilingualWrite(body, 'summary');
     if (summary.zh !== undefined && summary.zh.trim() === '') throw badRequest('body.summary: must not be empty');
-    const description = bilingualWrite(body, 'description');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
     await this.write(async (trx) => {
       if (!(await repo.findAddonById(trx, id))) throw notFound(`addon not found: ${id}`);
@@ -382,12 +381,9 @@ export class AddonService {
         .updateTable('addons')
         .set({
           ...(slug !== undefined ? { slug } : {}),
-          ...(name.zh !== undefined ? { nameZh: name.zh } : {}),
-          ...(name.en !== undefined ? { nameEn: name.en } : {}),
-          ...(summary.zh !== undefined ? { summaryZh: summary.zh } : {}),
-          ...(summary.en !== undefined ? { summaryEn: summary.en } : {}),
-          ...(description.zh !== undefined ? { descriptionZh: description.zh } : {}),
-          ...(description.en !== undefined ? { descriptionEn: description.en } : {}),
+          ...bilingualColumns(body, 'name'),
+          ...bilingualColumns(body, 'summary'),
+          ...bilingualColumns(body, 'description'),
           ...(body.iconUrl !== undefined ? { iconUrl: body.iconUrl === '' ? null : body.iconUrl } : {}),
           ...(body.category !== undefined ? { category: body.category } : {}),
           ...(body.published !== undefined ? { published: body.published ? 1 : 0 } : {}),
@@ -443,12 +439,10 @@ export class AddonService {
 
   async updateRelease(id: string, body: Static<typeof ReleaseUpdateBody>, lang: Lang): Promise<ReleaseListItem> {
     const current = await this.release(id);
-    const changelog = bilingualWrite(body, 'changelog');
     const fields: ReleaseUpdate = {
       ...(await downloadFields(this.ctx.files, body, current)),
       ...(body.version !== undefined ? { version: body.version } : {}),
-      ...(changelog.zh !== undefined ? { changelogZh: changelog.zh } : {}),
-      ...(changelog.en !== undefined ? { changelogEn: changelog.en } : {}),
+      ...bilingualColumns(body, 'changelog'),
       ...(body.gameVersion !== undefined ? { gameVersion: body.gameVersion } : {}),
       ...(body.isLatest === false ? { isLatest: 0 } : {}),
     };

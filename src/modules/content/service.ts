@@ -3,7 +3,7 @@ import type { AppContext } from '../../context.js';
 import type { ArticleRow, BannerRow, GalleryRow } from '../../db/schema.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
-import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
+import { bilingualColumns, bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { checkSlug } from '../../http/slug.js';
 import { type Article, type Banner, type GalleryImage, toArticle, toBanner, toGalleryImage } from './mapper.js';
@@ -73,8 +73,6 @@ export class ContentService {
   async updateArticle(id: string, body: Static<typeof ArticleUpdateBody>, lang: Lang): Promise<Article> {
     const title = bilingualWrite(body, 'title');
     if (title.zh !== undefined && title.zh.trim() === '') throw badRequest('body.title: must not be empty');
-    const summary = bilingualWrite(body, 'summary');
-    const content = bilingualWrite(body, 'content');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
     const row = await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.findArticleById(trx, id))) throw notFound(`article not found: ${id}`);
@@ -86,12 +84,9 @@ export class ContentService {
         .updateTable('articles')
         .set({
           ...(slug !== undefined ? { slug } : {}),
-          ...(title.zh !== undefined ? { titleZh: title.zh } : {}),
-          ...(title.en !== undefined ? { titleEn: title.en } : {}),
-          ...(summary.zh !== undefined ? { summaryZh: summary.zh } : {}),
-          ...(summary.en !== undefined ? { summaryEn: summary.en } : {}),
-          ...(content.zh !== undefined ? { contentZh: content.zh } : {}),
-          ...(content.en !== undefined ? { contentEn: content.en } : {}),
+          ...bilingualColumns(body, 'title'),
+          ...bilingualColumns(body, 'summary'),
+          ...bilingualColumns(body, 'content'),
           ...(body.coverImage !== undefined ? { coverImage: body.coverImage } : {}),
           ...(body.published !== undefined ? { published: body.published ? 1 : 0 } : {}),
           updatedAt: nowIso(),
@@ -175,13 +170,11 @@ export class ContentService {
   }
 
   async updateGalleryImage(id: string, body: Static<typeof GalleryUpdateBody>, lang: Lang): Promise<GalleryImage> {
-    const title = bilingualWrite(body, 'title');
     const row = await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.findGalleryImage(trx, id))) throw notFound(`gallery image not found: ${id}`);
       const fields = {
         ...(body.imageUrl !== undefined ? { imageUrl: body.imageUrl } : {}),
-        ...(title.zh !== undefined ? { titleZh: title.zh } : {}),
-        ...(title.en !== undefined ? { titleEn: title.en } : {}),
+        ...bilingualColumns(body, 'title'),
         ...(body.sortOrder !== undefined ? { sortOrder: body.sortOrder } : {}),
         ...(body.enabled !== undefined ? { enabled: body.enabled ? 1 : 0 } : {}),
       };

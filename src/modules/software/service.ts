@@ -5,7 +5,7 @@ import { CHANNEL } from '../../domain/channel.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import { type Lang, localize } from '../../domain/lang.js';
 import { decideUpdate } from '../../domain/update.js';
-import { bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
+import { bilingualColumns, bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { checkSlug, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
@@ -177,7 +177,6 @@ export class SoftwareService {
   async updatePackage(id: string, body: Static<typeof PackageUpdateBody>, lang: Lang): Promise<Package> {
     const name = bilingualWrite(body, 'name');
     if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
-    const description = bilingualWrite(body, 'description');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug, RESERVED_SOFTWARE_SLUGS);
     await this.ctx.cache.commit(async (trx) => {
       const existing = await trx.selectFrom('softwarePackages').select('id').where('id', '=', id).executeTakeFirst();
@@ -190,10 +189,8 @@ export class SoftwareService {
         .updateTable('softwarePackages')
         .set({
           ...(slug !== undefined ? { slug } : {}),
-          ...(name.zh !== undefined ? { nameZh: name.zh } : {}),
-          ...(name.en !== undefined ? { nameEn: name.en } : {}),
-          ...(description.zh !== undefined ? { descriptionZh: description.zh } : {}),
-          ...(description.en !== undefined ? { descriptionEn: description.en } : {}),
+          ...bilingualColumns(body, 'name'),
+          ...bilingualColumns(body, 'description'),
           updatedAt: nowIso(),
         })
         .where('id', '=', id)
@@ -245,13 +242,11 @@ export class SoftwareService {
 
   async updateVersion(versionId: string, body: Static<typeof VersionUpdateBody>, lang: Lang): Promise<Version> {
     const current = await this.version(versionId);
-    const changelog = bilingualWrite(body, 'changelog');
     const fields: VersionUpdate = {
       ...(await downloadFields(this.ctx.files, body, current)),
       ...(body.version !== undefined ? { version: body.version } : {}),
       ...(body.versionCode !== undefined ? { versionCode: body.versionCode } : {}),
-      ...(changelog.zh !== undefined ? { changelogZh: changelog.zh } : {}),
-      ...(changelog.en !== undefined ? { changelogEn: changelog.en } : {}),
+      ...bilingualColumns(body, 'changelog'),
       ...(body.forceUpdate !== undefined ? { forceUpdate: body.forceUpdate ? 1 : 0 } : {}),
       ...(body.minVersion !== undefined ? { minVersion: body.minVersion } : {}),
     };
