@@ -97,7 +97,8 @@ const password = 'bench-password-1';
 const server = await startServer({
   DATA_DIR: dataDir,
   ADMIN_PASSWORD: password,
-  LOG_LEVEL: 'error',
+  // What operators run: the default level.
+  LOG_LEVEL: 'info',
   LOGIN_RATE_LIMIT: '1000',
   ...(database.config.kind === 'postgres' ? { DATABASE_URL: database.config.url } : {}),
 });

@@ -4,7 +4,7 @@ import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import { ContentCache } from './cache.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
@@ -49,6 +49,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // Bodies are never coerced (`name: 123` is a 400); query values are declared as strings.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
     routerOptions: { ignoreTrailingSlash: true },
+    // A line per request only at debug: launchers poll and beat every minute, and at info those lines
+    // would cost more than the answers. Failures are logged by the error handler at any level.
+    logController: new LogController({ disableRequestLogging: !['debug', 'trace'].includes(config.logLevel) }),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const db = database.db;

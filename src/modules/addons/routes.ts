@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope } from '../../http/auth.js';
 import { LangQuery, requestLang } from '../../http/lang.js';
+import { sendRenderedJson } from '../../http/reply.js';
 import { ErrorResponse, IdParams, OkResponse } from '../../http/schemas.js';
 import { searchTerms } from './catalogue.js';
 import {
@@ -48,7 +49,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         );
         // Already-rendered JSON (once per filter, language and counter version; see AddonService.listJson):
         // Fastify sends a Buffer as is, so the schema documents the answer without re-serialising it.
-        return reply.type('application/json; charset=utf-8').send(json as never);
+        return sendRenderedJson(reply, json);
       },
     );
 
@@ -65,7 +66,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const json = await addons.detailJson(request.params.idOrSlug, requestLang(request));
-        return reply.type('application/json; charset=utf-8').send(json as never);
+        return sendRenderedJson(reply, json);
       },
     );
 
@@ -81,7 +82,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const json = await addons.releasesJson(request.query.addonId || undefined, requestLang(request));
-        return reply.type('application/json; charset=utf-8').send(json as never);
+        return sendRenderedJson(reply, json);
       },
     );
 

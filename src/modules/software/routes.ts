@@ -5,6 +5,7 @@ import type { AppContext } from '../../context.js';
 import { adminScope } from '../../http/auth.js';
 import { baseUrl } from '../../http/base-url.js';
 import { badRequest, notFound } from '../../http/errors.js';
+import { sendRenderedJson } from '../../http/reply.js';
 import { ChannelQuery, LangQuery, requestLang } from '../../http/lang.js';
 import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, IdParams, OkResponse } from '../../http/schemas.js';
@@ -72,11 +73,17 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           response: { 200: CheckUpdateResponse, 400: ErrorResponse, 404: ErrorResponse },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const { slug, versionCode } = request.query;
         if (slug === undefined || slug === '') throw badRequest('querystring.slug: is required');
         const code = integerQuery(versionCode, 'versionCode', 0, Number.MIN_SAFE_INTEGER);
-        return software.checkUpdate(slug, code, requestLang(request), baseUrl(request, ctx.config.publicBaseUrl));
+        const json = await software.checkUpdate(
+          slug,
+          code,
+          requestLang(request),
+          baseUrl(request, ctx.config.publicBaseUrl),
+        );
+        return sendRenderedJson(reply, json);
       },
     );
 

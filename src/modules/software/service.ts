@@ -69,28 +69,41 @@ export class SoftwareService {
     });
   }
 
-  async checkUpdate(slug: string, clientCode: number, lang: Lang, baseUrl: string): Promise<CheckUpdate> {
+  /**
+   * The `check-update` answer as JSON. It depends only on the package's latest version, the
+   * language, whether the client is behind, and the origin of the download URL, so each of those
+   * combinations is rendered once per publish and then served as it is.
+   */
+  async checkUpdate(slug: string, clientCode: number, lang: Lang, baseUrl: string): Promise<string> {
     const found = await this.latestOf(slug);
     if (!found) throw notFound(`software package not found: ${slug}`);
     const { latest } = found;
     if (!latest) throw notFound(`software package ${slug} has no version`);
-    return {
-      ...decideUpdate({ versionCode: latest.versionCode, forceUpdate: latest.forceUpdate === 1 }, clientCode),
-      lang,
-      wowVersion: CHANNEL,
-      latest: {
-        version: latest.version,
-        versionCode: latest.versionCode,
-        ...localize('changelog', latest.changelogZh, latest.changelogEn, lang),
-        downloadUrl: `${baseUrl}${downloadPath(latest.id)}?source=launcher`,
-        fileSize: latest.fileSize,
-        minVersion: latest.minVersion,
+    const decision = decideUpdate(
+      { versionCode: latest.versionCode, forceUpdate: latest.forceUpdate === 1 },
+      clientCode,
+    );
+    const key = `software:answer:${latest.id}:${lang}:${decision.hasUpdate}:${baseUrl}`;
+    return this.ctx.cache.get(key, async () => {
+      const answer: CheckUpdate = {
+        ...decision,
+        lang,
         wowVersion: CHANNEL,
-        createdAt: latest.createdAt,
-        sha256: latest.sha256,
-        forceUpdate: latest.forceUpdate === 1,
-      },
-    };
+        latest: {
+          version: latest.version,
+          versionCode: latest.versionCode,
+          ...localize('changelog', latest.changelogZh, latest.changelogEn, lang),
+          downloadUrl: `${baseUrl}${downloadPath(latest.id)}?source=launcher`,
+          fileSize: latest.fileSize,
+          minVersion: latest.minVersion,
+          wowVersion: CHANNEL,
+          createdAt: latest.createdAt,
+          sha256: latest.sha256,
+          forceUpdate: latest.forceUpdate === 1,
+        },
+      };
+      return JSON.stringify(answer);
+    });
   }
 
   /** The launcher full package's latest version, or null when there is none. */
