@@ -153,11 +153,11 @@ export const scenarios: ScenarioProvider = async (target) => {
   await seedCatalogue(target, COUNT);
   const search = (term: string, lang = 'zh') => `/api/addons?search=${encodeURIComponent(term)}&lang=${lang}`;
   return [
-    { name: `addons list (${COUNT})`, path: '/api/addons', aim: 0.5 },
-    { name: `addons list en (${COUNT})`, path: '/api/addons?lang=en', aim: 0.5 },
-    { name: `addons search zh "施法" (${COUNT})`, path: search('施法'), aim: 0.5 },
-    { name: `addons search en "cast bar" (${COUNT})`, path: search('cast bar', 'en'), aim: 0.5 },
-    { name: `addons search miss (${COUNT})`, path: search('不存在的插件'), aim: 0.5 },
-    { name: `addon detail (${COUNT})`, path: '/api/addons/bench-addon-7?lang=en', aim: 0.3 },
+    { name: `addons list (${COUNT})`, path: '/api/addons' },
+    { name: `addons list en (${COUNT})`, path: '/api/addons?lang=en' },
+    { name: `addons search zh "施法" (${COUNT})`, path: search('施法') },
+    { name: `addons search en "cast bar" (${COUNT})`, path: search('cast bar', 'en') },
+    { name: `addons search miss (${COUNT})`, path: search('不存在的插件') },
+    { name: `addon detail (${COUNT})`, path: '/api/addons/bench-addon-7?lang=en' },
   ];
 };

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type CompiledQuery, sql } from 'kysely';
 import type { Db } from '../../db/index.js';
 import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
@@ -147,13 +147,17 @@ export async function lockAddon(trx: Db, addonId: string, engine: 'sqlite' | 'po
 
 /* Download counters: read fresh, never from the content cache. */
 
+/** Compiled once per database: this read runs on every catalogue request. */
+const counterVersionQueries = new WeakMap<Db, CompiledQuery<{ version: number }>>();
+
 export async function counterVersion(db: Db): Promise<number> {
-  const row = await db
-    .selectFrom('contentState')
-    .select('version')
-    .where('id', '=', COUNTERS_STATE_ID)
-    .executeTakeFirst();
-  return row?.version ?? 0;
+  let query = counterVersionQueries.get(db);
+  if (!query) {
+    query = db.selectFrom('contentState').select('version').where('id', '=', COUNTERS_STATE_ID).compile();
+    counterVersionQueries.set(db, query);
+  }
+  const { rows } = await db.executeQuery(query);
+  return rows[0]?.version ?? 0;
 }
 
 /** Marks that a download was counted, so that every instance rereads the counters it holds. */
