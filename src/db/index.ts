@@ -28,7 +28,7 @@ function sqliteDialect(file: string): SqliteDialect {
   return new SqliteDialect({ database: sqlite });
 }
 
-function postgresDialect(url: string): PostgresDialect {
+function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
   const pool = new pg.Pool({
     connectionString: url,
     max: 10,
@@ -42,13 +42,17 @@ function postgresDialect(url: string): PostgresDialect {
   });
   // An idle connection the server drops (restart, failover, admin command) must not crash the
   // process: the pool replaces it on the next query.
-  pool.on('error', (err) => process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`));
+  // (pool.end() resolves before the sockets it closes are gone: errors after it are not news.)
+  pool.on('error', (err) => {
+    if (!closing()) process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`);
+  });
   return new PostgresDialect({ pool });
 }
 
 /** Opens the configured engine and applies every pending migration. */
 export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
-  const dialect = config.kind === 'sqlite' ? sqliteDialect(config.file) : postgresDialect(config.url);
+  let closing = false;
+  const dialect = config.kind === 'sqlite' ? sqliteDialect(config.file) : postgresDialect(config.url, () => closing);
   const raw = new Kysely<unknown>({ dialect });
   const { error, results } = await new Migrator({ db: raw, provider: migrationProvider }).migrateToLatest();
   if (error !== undefined) {
@@ -57,5 +61,12 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
     throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);
   }
   const db = raw.withPlugin(new CamelCasePlugin()) as unknown as Db;
-  return { db, engine: config.kind, close: () => raw.destroy() };
+  return {
+    db,
+    engine: config.kind,
+    close: () => {
+      closing = true;
+      return raw.destroy();
+    },
+  };
 }
