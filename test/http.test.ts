@@ -107,3 +107,45 @@ describe('health', () => {
     expect(res.json()).toEqual({ ok: true, database: t.database.engine, storage: 'local' });
   });
 });
+
+describe('conditional reads of public JSON', () => {
+  it('tags public reads with an ETag and no-cache, answers 304 to a match, and a new tag after a change', async () => {
+    await admin(t, 'POST', '/api/software', { slug: 'etag-pkg', name: '标签' });
+    await admin(t, 'POST', '/api/addons', { slug: 'etag-addon', name: '插件', summary: '概要' });
+    for (const url of [
+      '/api/software',
+      '/api/software/etag-pkg',
+      '/api/addons',
+      '/api/addons/etag-addon',
+      '/api/articles',
+      '/api/banners',
+    ]) {
+      const first = await t.inject(url);
+      expect(first.statusCode, url).toBe(200);
+      const tag = first.headers.etag as string;
+      expect(tag, url).toMatch(/^W\/".+"$/);
+      expect(first.headers['cache-control'], url).toBe('no-cache');
+      const again = await t.inject({ url, headers: { 'if-none-match': tag } });
+      expect(again.statusCode, url).toBe(304);
+      expect(again.body, url).toBe('');
+      const other = await t.inject({ url, headers: { 'if-none-match': 'W/"something-else"' } });
+      expect(other.statusCode, url).toBe(200);
+    }
+    const before = (await t.inject('/api/addons')).headers.etag as string;
+    await admin(t, 'POST', '/api/addons', { slug: 'etag-addon-2', name: '插件二', summary: '概要' });
+    const after = await t.inject({ url: '/api/addons', headers: { 'if-none-match': before } });
+    expect(after.statusCode).toBe(200);
+    expect(after.headers.etag).not.toBe(before);
+  });
+
+  it('leaves launcher polling, errors and administrator reads alone', async () => {
+    const pkg = (await admin(t, 'POST', '/api/software', { slug: 'etag-launcher', name: '启动器' })).json();
+    await admin(t, 'POST', `/api/software/${pkg.id}/versions`, { version: '1', versionCode: 1 });
+    const check = await t.inject('/api/software/check-update?slug=etag-launcher');
+    expect(check.statusCode).toBe(200);
+    expect(check.headers.etag).toBeUndefined();
+    expect((await t.inject('/api/software/nope')).headers.etag).toBeUndefined();
+    expect((await admin(t, 'GET', '/api/admin/tokens')).headers.etag).toBeUndefined();
+    expect((await t.inject('/api/server-time')).headers['cache-control']).toBe('no-store');
+  });
+});

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope } from '../../http/auth.js';
+import { installConditionalGet } from '../../http/conditional.js';
 import { LangQuery, requestLang } from '../../http/lang.js';
 import { sendRenderedJson } from '../../http/reply.js';
 import { ErrorResponse, IdParams, OkResponse } from '../../http/schemas.js';
@@ -31,6 +32,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const addons = new AddonService(ctx);
 
   return async (app) => {
+    installConditionalGet(app);
     app.get(
       '/api/addons',
       {

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope } from '../../http/auth.js';
+import { installConditionalGet } from '../../http/conditional.js';
 import { badRequest } from '../../http/errors.js';
 import { LangQuery, requestLang } from '../../http/lang.js';
 import { integerQuery } from '../../http/query.js';
@@ -29,6 +30,7 @@ export function contentRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const content = new ContentService(ctx);
 
   return async (app) => {
+    installConditionalGet(app);
     app.get(
       '/api/articles',
       {

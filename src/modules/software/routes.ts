@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { adminScope } from '../../http/auth.js';
+import { adminScope, scoped } from '../../http/auth.js';
+import { installConditionalGet } from '../../http/conditional.js';
 import { baseUrl } from '../../http/base-url.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import { sendRenderedJson } from '../../http/reply.js';
@@ -49,19 +50,6 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
 
   return async (app) => {
     app.get(
-      '/api/software',
-      {
-        schema: {
-          tags: ['software'],
-          summary: 'Software packages, each with its current latest version',
-          querystring: Type.Object(LangQuery),
-          response: { 200: Type.Array(PackageSchema) },
-        },
-      },
-      async (request) => software.list(requestLang(request)),
-    );
-
-    app.get(
       '/api/software/check-update',
       {
         // Machine endpoints for launchers: browser security headers would only cost time here.
@@ -84,55 +72,6 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           baseUrl(request, ctx.config.publicBaseUrl),
         );
         return sendRenderedJson(reply, json);
-      },
-    );
-
-    app.get(
-      '/api/software/changelog',
-      {
-        schema: {
-          tags: ['software'],
-          summary: "A package's versions and their changelogs, newest first",
-          querystring: ChangelogQuery,
-          response: { 200: ChangelogResponse, 400: ErrorResponse, 404: ErrorResponse },
-        },
-      },
-      async (request) => {
-        const { slug } = request.query;
-        if (slug === undefined || slug === '') throw badRequest('querystring.slug: is required');
-        return software.changelog(slug, requestLang(request));
-      },
-    );
-
-    app.get(
-      '/api/software/latest',
-      {
-        schema: {
-          tags: ['software'],
-          summary: "The launcher full package's latest version: the file, or with info=1 its metadata",
-          querystring: LatestQuery,
-          response: { ...FileResponse, 200: LatestInfoResponse },
-        },
-      },
-      async (request, reply) => {
-        if (request.query.info !== '1') return serveLauncher(request, reply);
-        const lang = requestLang(request);
-        const latest = await software.launcherLatest();
-        if (!latest) return reply.send({ available: false });
-        if (request.query.track === '1') await downloads.countVersion(latest.id, false);
-        return reply.send({
-          available: true,
-          version: latest.version,
-          versionCode: latest.versionCode,
-          ...localize('changelog', latest.changelogZh, latest.changelogEn, lang),
-          fileSize: latest.fileSize,
-          sha256: latest.sha256,
-          createdAt: latest.createdAt,
-          downloadUrl:
-            latest.downloadType === 'url' && latest.externalUrl ? latest.externalUrl : downloadPath(latest.id),
-          downloadType: latest.downloadType,
-          lang,
-        });
       },
     );
 
@@ -170,18 +109,83 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       },
     );
 
-    app.get(
-      '/api/software/:idOrSlug',
-      {
-        schema: {
-          tags: ['software'],
-          summary: 'One package with all its versions (newest versionCode first)',
-          params: Type.Object({ idOrSlug: Type.String() }),
-          querystring: Type.Object(LangQuery),
-          response: { 200: PackageSchema, 404: ErrorResponse },
-        },
-      },
-      async (request) => software.detail(request.params.idOrSlug, requestLang(request)),
+    // Public JSON reads revalidate with ETags; the launcher's polling endpoints stay without the hook.
+    await app.register(
+      scoped(async (reads) => {
+        installConditionalGet(reads);
+        reads.get(
+          '/api/software',
+          {
+            schema: {
+              tags: ['software'],
+              summary: 'Software packages, each with its current latest version',
+              querystring: Type.Object(LangQuery),
+              response: { 200: Type.Array(PackageSchema) },
+            },
+          },
+          async (request) => software.list(requestLang(request)),
+        );
+        reads.get(
+          '/api/software/changelog',
+          {
+            schema: {
+              tags: ['software'],
+              summary: "A package's versions and their changelogs, newest first",
+              querystring: ChangelogQuery,
+              response: { 200: ChangelogResponse, 400: ErrorResponse, 404: ErrorResponse },
+            },
+          },
+          async (request) => {
+            const { slug } = request.query;
+            if (slug === undefined || slug === '') throw badRequest('querystring.slug: is required');
+            return software.changelog(slug, requestLang(request));
+          },
+        );
+        reads.get(
+          '/api/software/latest',
+          {
+            schema: {
+              tags: ['software'],
+              summary: "The launcher full package's latest version: the file, or with info=1 its metadata",
+              querystring: LatestQuery,
+              response: { ...FileResponse, 200: LatestInfoResponse },
+            },
+          },
+          async (request, reply) => {
+            if (request.query.info !== '1') return serveLauncher(request, reply);
+            const lang = requestLang(request);
+            const latest = await software.launcherLatest();
+            if (!latest) return reply.send({ available: false });
+            if (request.query.track === '1') await downloads.countVersion(latest.id, false);
+            return reply.send({
+              available: true,
+              version: latest.version,
+              versionCode: latest.versionCode,
+              ...localize('changelog', latest.changelogZh, latest.changelogEn, lang),
+              fileSize: latest.fileSize,
+              sha256: latest.sha256,
+              createdAt: latest.createdAt,
+              downloadUrl:
+                latest.downloadType === 'url' && latest.externalUrl ? latest.externalUrl : downloadPath(latest.id),
+              downloadType: latest.downloadType,
+              lang,
+            });
+          },
+        );
+        reads.get(
+          '/api/software/:idOrSlug',
+          {
+            schema: {
+              tags: ['software'],
+              summary: 'One package with all its versions (newest versionCode first)',
+              params: Type.Object({ idOrSlug: Type.String() }),
+              querystring: Type.Object(LangQuery),
+              response: { 200: PackageSchema, 404: ErrorResponse },
+            },
+          },
+          async (request) => software.detail(request.params.idOrSlug, requestLang(request)),
+        );
+      }),
     );
 
     await app.register(
