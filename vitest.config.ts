@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import type { ViteUserConfig } from 'vitest/config';
 
@@ -13,10 +14,20 @@ async function postgresReachable(): Promise<boolean> {
   });
 }
 
+/** The console's browser tests run when Chromium is installed (or required with TEST_BROWSER=1); TEST_BROWSER=0 skips them. */
+function browserWanted(): boolean {
+  const wanted = process.env.TEST_BROWSER;
+  if (wanted === '1' || wanted === '0') return wanted === '1';
+  const present = fs.existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium');
+  if (!present) console.warn('Chromium not found: skipping the console browser tests (apt-get install chromium)');
+  return present;
+}
+
 export default async (): Promise<ViteUserConfig> => {
   const wanted = process.env.TEST_POSTGRES;
   const postgres = wanted === '1' || (wanted !== '0' && (await postgresReachable()));
   const engines = postgres ? ['sqlite', 'postgres'] : ['sqlite'];
+  const browser = browserWanted();
   return {
     test: {
       testTimeout: 60_000,
@@ -38,6 +49,7 @@ export default async (): Promise<ViteUserConfig> => {
           test: {
             name: 'console',
             include: ['test/console/**/*.test.ts'],
+            exclude: browser ? [] : ['test/console/console.test.ts'],
             globalSetup: ['test/console/global-setup.ts'],
             testTimeout: 120_000,
             hookTimeout: 180_000,
