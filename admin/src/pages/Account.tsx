@@ -6,6 +6,7 @@ import { ConfirmButton } from '../components/Confirm';
 import { describeError, notifyError, notifySuccess } from '../errors';
 import { useI18n } from '../i18n';
 import { ME_KEY } from '../App';
+import { useWrite } from '../write';
 
 function ChangePassword() {
   const { t } = useI18n();
@@ -61,26 +62,22 @@ function ChangePassword() {
 
 function Tokens() {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
   const [name, setName] = useState('');
   const [fresh, setFresh] = useState<{ name: string; token: string } | null>(null);
   const tokens = useQuery({ queryKey: ['tokens'], queryFn: async () => data(await api.GET('/api/admin/tokens')) });
-  const create = useMutation({
+  // No success notification: the new token itself is shown, once.
+  const create = useWrite({
     mutationFn: async () => data(await api.POST('/api/admin/tokens', { body: { name } })),
-    onSuccess: (token) => {
+    invalidate: ['tokens'],
+    onDone: (token) => {
       setFresh({ name: token.name, token: token.token });
       setName('');
-      void queryClient.invalidateQueries({ queryKey: ['tokens'] });
     },
-    onError: (error) => notifyError(error, t),
   });
-  const revoke = useMutation({
+  const revoke = useWrite({
     mutationFn: async (id: string) => data(await api.DELETE('/api/admin/tokens/{id}', { params: { path: { id } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      void queryClient.invalidateQueries({ queryKey: ['tokens'] });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: ['tokens'],
+    success: 'deleted',
   });
   return (
     <Card withBorder>

@@ -19,7 +19,7 @@ import {
   Title,
 } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
 import type { Addon, AddonWrite } from '../api/content';
@@ -27,9 +27,10 @@ import { ConfirmButton } from '../components/Confirm';
 import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
 import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
 import { ImageField, UploadButton } from '../components/Upload';
-import { notifyError, notifySuccess } from '../errors';
+import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { useLink, useRouter } from '../router';
+import { useWrite } from '../write';
 
 const KEY = ['addons'] as const;
 const CATEGORIES = ['general', 'ui', 'quest', 'combat'];
@@ -118,22 +119,20 @@ function AddonRow({ addon }: { addon: Addon }) {
 
 export function AddonsPage() {
   const { t, lang } = useI18n();
-  const queryClient = useQueryClient();
   const { navigate } = useRouter();
   const [creating, create] = useDisclosure(false);
   const list = useQuery({
     queryKey: [...KEY, 'list', lang],
     queryFn: async () => data(await api.GET('/api/addons', { params: { query: { lang, published: 'false' } } })),
   });
-  const add = useMutation({
+  const add = useWrite({
     mutationFn: async (body: AddonFormValue) => data(await api.POST('/api/addons', { body })),
-    onSuccess: (addon) => {
-      notifySuccess(t('created'));
+    invalidate: KEY,
+    success: 'created',
+    onDone: (addon) => {
       create.close();
-      void queryClient.invalidateQueries({ queryKey: KEY });
       navigate(`/addons/${addon.id}`);
     },
-    onError: (error) => notifyError(error, t),
   });
   return (
     <Stack>
@@ -177,21 +176,17 @@ export function AddonsPage() {
 
 function ReleaseForm({ addonId, onDone }: { addonId: string; onDone: () => void }) {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
   const [version, setVersion] = useState('');
   const [gameVersion, setGameVersion] = useState('1.18');
   const [changelogZh, setChangelogZh] = useState('');
   const [changelogEn, setChangelogEn] = useState('');
   const [source, setSource] = useState(emptySource);
-  const create = useMutation({
+  const create = useWrite({
     mutationFn: async () =>
       data(await api.POST('/api/releases', { body: { addonId, version, gameVersion, changelogZh, changelogEn, ...sourceBody(source) } })),
-    onSuccess: () => {
-      notifySuccess(t('created'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-      onDone();
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'created',
+    onDone,
   });
   return (
     <form
@@ -219,7 +214,6 @@ function ReleaseForm({ addonId, onDone }: { addonId: string; onDone: () => void 
 
 export function AddonDetailPage({ id }: { id: string }) {
   const { t, lang } = useI18n();
-  const queryClient = useQueryClient();
   const { navigate } = useRouter();
   const back = useLink('/addons');
   const [editing, edit] = useDisclosure(false);
@@ -228,68 +222,47 @@ export function AddonDetailPage({ id }: { id: string }) {
     queryKey: [...KEY, id, lang],
     queryFn: async () => data(await api.GET('/api/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
   });
-  const invalidate = () => void queryClient.invalidateQueries({ queryKey: KEY });
-  const onError = (error: unknown) => notifyError(error, t);
-  const update = useMutation({
+  const update = useWrite({
     mutationFn: async (body: AddonWrite) => data(await api.PUT('/api/addons/{id}', { params: { path: { id } }, body })),
-    onSuccess: () => {
-      notifySuccess(t('saved'));
-      edit.close();
-      invalidate();
-    },
-    onError,
+    invalidate: KEY,
+    success: 'saved',
+    onDone: edit.close,
   });
-  const remove = useMutation({
+  const remove = useWrite({
     mutationFn: async () => data(await api.DELETE('/api/addons/{id}', { params: { path: { id } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      invalidate();
-      navigate('/addons');
-    },
-    onError,
+    invalidate: KEY,
+    success: 'deleted',
+    onDone: () => navigate('/addons'),
   });
-  const releaseUpdate = useMutation({
+  const releaseUpdate = useWrite({
     mutationFn: async (args: { id: string; isLatest: true }) =>
       data(await api.PUT('/api/releases/{id}', { params: { path: { id: args.id } }, body: { isLatest: args.isLatest } })),
-    onSuccess: () => {
-      notifySuccess(t('saved'));
-      invalidate();
-    },
-    onError,
+    invalidate: KEY,
+    success: 'saved',
   });
-  const releaseDelete = useMutation({
+  const releaseDelete = useWrite({
     mutationFn: async (releaseId: string) => data(await api.DELETE('/api/releases/{id}', { params: { path: { id: releaseId } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      invalidate();
-    },
-    onError,
+    invalidate: KEY,
+    success: 'deleted',
   });
-  const shotAdd = useMutation({
+  const shotAdd = useWrite({
     mutationFn: async (body: { imageUrl: string; sortOrder: number }) =>
       data(await api.POST('/api/addons/{id}/screenshots', { params: { path: { id } }, body })),
-    onSuccess: () => {
-      notifySuccess(t('created'));
-      invalidate();
-    },
-    onError,
+    invalidate: KEY,
+    success: 'created',
   });
-  const shotMove = useMutation({
+  const shotMove = useWrite({
     mutationFn: async (moves: { id: string; sortOrder: number }[]) => {
       for (const move of moves) {
         data(await api.PUT('/api/screenshots/{id}', { params: { path: { id: move.id } }, body: { sortOrder: move.sortOrder } }));
       }
     },
-    onSuccess: invalidate,
-    onError,
+    invalidate: KEY,
   });
-  const shotDelete = useMutation({
+  const shotDelete = useWrite({
     mutationFn: async (shotId: string) => data(await api.DELETE('/api/screenshots/{id}', { params: { path: { id: shotId } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      invalidate();
-    },
-    onError,
+    invalidate: KEY,
+    success: 'deleted',
   });
 
   const addon = detail.data;

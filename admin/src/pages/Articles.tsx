@@ -1,13 +1,13 @@
 import { Badge, Button, Card, Group, Image, Modal, SimpleGrid, Stack, Switch, Table, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
 import type { Article, ArticleWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
 import { MarkdownEditor } from '../components/Markdown';
 import { ImageField } from '../components/Upload';
-import { notifyError, notifySuccess } from '../errors';
 import { useI18n } from '../i18n';
+import { useWrite } from '../write';
 
 const KEY = ['articles'] as const;
 type ArticleForm = Required<ArticleWrite>;
@@ -89,38 +89,33 @@ function toForm(a: Article): ArticleForm {
 
 export function ArticlesPage() {
   const { t, lang } = useI18n();
-  const queryClient = useQueryClient();
   const [editing, setEditing] = useState<Article | 'new' | null>(null);
   const list = useQuery({
     queryKey: [...KEY, lang],
     queryFn: async () => data(await api.GET('/api/articles', { params: { query: { lang, published: 'false' } } })),
   });
-  const done = (message: string) => {
-    notifySuccess(message);
-    setEditing(null);
-    void queryClient.invalidateQueries({ queryKey: KEY });
-  };
-  const onError = (error: unknown) => notifyError(error, t);
-  const save = useMutation({
+  const close = () => setEditing(null);
+  const save = useWrite({
     mutationFn: async (args: { id: string | null; body: ArticleForm }) => {
       const body = { ...args.body, coverImage: args.body.coverImage };
       return args.id === null
         ? data(await api.POST('/api/articles', { body }))
         : data(await api.PUT('/api/articles/{id}', { params: { path: { id: args.id } }, body }));
     },
-    onSuccess: () => done(t('saved')),
-    onError,
+    invalidate: KEY,
+    success: 'saved',
+    onDone: close,
   });
-  const toggle = useMutation({
+  const toggle = useWrite({
     mutationFn: async (args: { id: string; published: boolean }) =>
       data(await api.PUT('/api/articles/{id}', { params: { path: { id: args.id } }, body: { published: args.published } })),
-    onSuccess: () => void queryClient.invalidateQueries({ queryKey: KEY }),
-    onError,
+    invalidate: KEY,
   });
-  const remove = useMutation({
+  const remove = useWrite({
     mutationFn: async (id: string) => data(await api.DELETE('/api/articles/{id}', { params: { path: { id } } })),
-    onSuccess: () => done(t('deleted')),
-    onError,
+    invalidate: KEY,
+    success: 'deleted',
+    onDone: close,
   });
   return (
     <Stack>

@@ -1,12 +1,12 @@
 import { Badge, Card, Group, Image, NumberInput, SimpleGrid, Stack, Switch, Text, Title } from '@mantine/core';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
 import type { Banner } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
 import { UploadButton } from '../components/Upload';
-import { notifyError, notifySuccess } from '../errors';
 import { useI18n } from '../i18n';
+import { useWrite } from '../write';
 
 const KEY = ['banners'] as const;
 
@@ -32,24 +32,16 @@ export function OrderInput({ value, onSave }: { value: number; onSave: (value: n
 
 function BannerCard({ banner }: { banner: Banner }) {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
-  const onError = (error: unknown) => notifyError(error, t);
-  const update = useMutation({
+  const update = useWrite({
     mutationFn: async (body: { enabled?: boolean; sortOrder?: number }) =>
       data(await api.PUT('/api/banners/{id}', { params: { path: { id: banner.id } }, body })),
-    onSuccess: () => {
-      notifySuccess(t('saved'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError,
+    invalidate: KEY,
+    success: 'saved',
   });
-  const remove = useMutation({
+  const remove = useWrite({
     mutationFn: async () => data(await api.DELETE('/api/banners/{id}', { params: { path: { id: banner.id } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError,
+    invalidate: KEY,
+    success: 'deleted',
   });
   return (
     <Card withBorder data-testid="banner-card">
@@ -79,16 +71,12 @@ function BannerCard({ banner }: { banner: Banner }) {
 
 export function BannersPage() {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
   const list = useQuery({ queryKey: KEY, queryFn: async () => data(await api.GET('/api/banners')) });
-  const add = useMutation({
+  const add = useWrite({
     mutationFn: async (imageUrl: string) =>
       data(await api.POST('/api/banners', { body: { imageUrl, sortOrder: (list.data?.at(-1)?.sortOrder ?? -1) + 1, enabled: true } })),
-    onSuccess: () => {
-      notifySuccess(t('created'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'created',
   });
   return (
     <Stack>

@@ -1,37 +1,29 @@
 import { Badge, Button, Card, Group, Image, SimpleGrid, Stack, Switch, Text, TextInput, Title } from '@mantine/core';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
 import type { GalleryImage, GalleryWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
 import { UploadButton } from '../components/Upload';
-import { notifyError, notifySuccess } from '../errors';
 import { useI18n } from '../i18n';
+import { useWrite } from '../write';
 import { OrderInput } from './Banners';
 
 const KEY = ['gallery'] as const;
 
 function GalleryCard({ image }: { image: GalleryImage }) {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
   const [titleZh, setTitleZh] = useState(image.titleZh);
   const [titleEn, setTitleEn] = useState(image.titleEn);
-  const onError = (error: unknown) => notifyError(error, t);
-  const update = useMutation({
+  const update = useWrite({
     mutationFn: async (body: GalleryWrite) => data(await api.PUT('/api/gallery/{id}', { params: { path: { id: image.id } }, body })),
-    onSuccess: () => {
-      notifySuccess(t('saved'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError,
+    invalidate: KEY,
+    success: 'saved',
   });
-  const remove = useMutation({
+  const remove = useWrite({
     mutationFn: async () => data(await api.DELETE('/api/gallery/{id}', { params: { path: { id: image.id } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError,
+    invalidate: KEY,
+    success: 'deleted',
   });
   const dirty = titleZh !== image.titleZh || titleEn !== image.titleEn;
   return (
@@ -66,19 +58,15 @@ function GalleryCard({ image }: { image: GalleryImage }) {
 
 export function GalleryPage() {
   const { t, lang } = useI18n();
-  const queryClient = useQueryClient();
   const list = useQuery({
     queryKey: [...KEY, lang],
     queryFn: async () => data(await api.GET('/api/gallery', { params: { query: { lang } } })),
   });
-  const add = useMutation({
+  const add = useWrite({
     mutationFn: async (imageUrl: string) =>
       data(await api.POST('/api/gallery', { body: { imageUrl, titleZh: '', sortOrder: (list.data?.at(-1)?.sortOrder ?? -1) + 1, enabled: true } })),
-    onSuccess: () => {
-      notifySuccess(t('created'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'created',
   });
   return (
     <Stack>

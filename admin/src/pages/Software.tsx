@@ -1,13 +1,14 @@
 import { Badge, Button, Card, Group, Modal, NumberInput, Stack, Switch, Table, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
 import { formatBytes } from '../components/Upload';
-import { notifyError, notifySuccess } from '../errors';
+import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
+import { useWrite } from '../write';
 
 const KEY = ['software'] as const;
 
@@ -49,7 +50,6 @@ function PackageForm({
 
 function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => void }) {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
   const [version, setVersion] = useState('');
   const [versionCode, setVersionCode] = useState<number | string>('');
   const [changelogZh, setChangelogZh] = useState('');
@@ -57,7 +57,7 @@ function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => v
   const [forceUpdate, setForceUpdate] = useState(false);
   const [minVersion, setMinVersion] = useState('');
   const [source, setSource] = useState(emptySource);
-  const create = useMutation({
+  const create = useWrite({
     mutationFn: async () =>
       data(
         await api.POST('/api/software/{id}/versions', {
@@ -73,12 +73,9 @@ function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => v
           },
         }),
       ),
-    onSuccess: () => {
-      notifySuccess(t('created'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-      onDone();
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'created',
+    onDone,
   });
   return (
     <form
@@ -110,28 +107,21 @@ function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => v
 
 function Versions({ packageId }: { packageId: string }) {
   const { t, lang } = useI18n();
-  const queryClient = useQueryClient();
   const detail = useQuery({
     queryKey: [...KEY, packageId, lang],
     queryFn: async () => data(await api.GET('/api/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
   });
-  const update = useMutation({
+  const update = useWrite({
     mutationFn: async (args: { id: string; body: { isLatest?: boolean; forceUpdate?: boolean } }) =>
       data(await api.PUT('/api/software/versions/{versionId}', { params: { path: { versionId: args.id } }, body: args.body })),
-    onSuccess: () => {
-      notifySuccess(t('saved'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'saved',
   });
-  const remove = useMutation({
+  const remove = useWrite({
     mutationFn: async (id: string) =>
       data(await api.DELETE('/api/software/versions/{versionId}', { params: { path: { versionId: id } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'deleted',
   });
   const versions = detail.data?.versions ?? [];
   if (versions.length === 0) return <Text c="dimmed" size="sm">{detail.isPending ? t('loading') : t('noVersions')}</Text>;
@@ -197,26 +187,19 @@ type Pkg = { id: string; slug: string; name: string; nameZh: string; nameEn: str
 
 function PackageCard({ pkg }: { pkg: Pkg }) {
   const { t } = useI18n();
-  const queryClient = useQueryClient();
   const [renaming, rename] = useDisclosure(false);
   const [adding, add] = useDisclosure(false);
-  const update = useMutation({
+  const update = useWrite({
     mutationFn: async (body: { slug: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string }) =>
       data(await api.PUT('/api/software/{id}', { params: { path: { id: pkg.id } }, body })),
-    onSuccess: () => {
-      notifySuccess(t('saved'));
-      rename.close();
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'saved',
+    onDone: rename.close,
   });
-  const remove = useMutation({
+  const remove = useWrite({
     mutationFn: async () => data(await api.DELETE('/api/software/{id}', { params: { path: { id: pkg.id } } })),
-    onSuccess: () => {
-      notifySuccess(t('deleted'));
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'deleted',
   });
   return (
     <Card withBorder data-testid={`package-${pkg.slug}`}>
@@ -252,21 +235,17 @@ function PackageCard({ pkg }: { pkg: Pkg }) {
 
 export function SoftwarePage() {
   const { t, lang } = useI18n();
-  const queryClient = useQueryClient();
   const [creating, create] = useDisclosure(false);
   const list = useQuery({
     queryKey: [...KEY, 'list', lang],
     queryFn: async () => data(await api.GET('/api/software', { params: { query: { lang } } })),
   });
-  const add = useMutation({
+  const add = useWrite({
     mutationFn: async (body: { slug: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string }) =>
       data(await api.POST('/api/software', { body })),
-    onSuccess: () => {
-      notifySuccess(t('created'));
-      create.close();
-      void queryClient.invalidateQueries({ queryKey: KEY });
-    },
-    onError: (error) => notifyError(error, t),
+    invalidate: KEY,
+    success: 'created',
+    onDone: create.close,
   });
   return (
     <Stack>
