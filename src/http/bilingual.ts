@@ -42,3 +42,13 @@ export function bilingualColumns<F extends Translatable>(
     ...(en !== undefined ? { [`${field}En`]: en } : {}),
   } as Partial<Record<`${F}Zh` | `${F}En`, string>>;
 }
+
+/** `bilingualColumns` for a field whose Chinese value must stay non-empty: sending it empty is a 400. */
+export function requiredBilingualColumns<F extends Translatable>(
+  body: Record<string, unknown>,
+  field: F,
+): Partial<Record<`${F}Zh` | `${F}En`, string>> {
+  const { zh } = bilingualWrite(body, field);
+  if (zh !== undefined && zh.trim() === '') throw badRequest(`body.${field}: must not be empty`);
+  return bilingualColumns(body, field);
+}

@@ -4,8 +4,8 @@ import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../d
 import { CHANNEL } from '../../domain/channel.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
-import { bilingualColumns, bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
-import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
+import { conflict, notFound } from '../../http/errors.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
@@ -366,10 +366,8 @@ export class AddonService {
   }
 
   async updateAddon(id: string, body: Static<typeof AddonUpdateBody>, lang: Lang): Promise<Addon> {
-    const name = bilingualWrite(body, 'name');
-    if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
-    const summary = bilingualWrite(body, 'summary');
-    if (summary.zh !== undefined && summary.zh.trim() === '') throw badRequest('body.summary: must not be empty');
+    const nameColumns = requiredBilingualColumns(body, 'name');
+    const summaryColumns = requiredBilingualColumns(body, 'summary');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
     await this.write(async (trx) => {
       if (!(await repo.findAddonById(trx, id))) throw notFound(`addon not found: ${id}`);
@@ -381,8 +379,8 @@ export class AddonService {
         .updateTable('addons')
         .set({
           ...(slug !== undefined ? { slug } : {}),
-          ...bilingualColumns(body, 'name'),
-          ...bilingualColumns(body, 'summary'),
+          ...nameColumns,
+          ...summaryColumns,
           ...bilingualColumns(body, 'description'),
           ...(body.iconUrl !== undefined ? { iconUrl: body.iconUrl === '' ? null : body.iconUrl } : {}),
           ...(body.category !== undefined ? { category: body.category } : {}),

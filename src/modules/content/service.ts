@@ -3,8 +3,8 @@ import type { AppContext } from '../../context.js';
 import type { ArticleRow, BannerRow, GalleryRow } from '../../db/schema.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
-import { bilingualColumns, bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
-import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
+import { conflict, notFound } from '../../http/errors.js';
 import { checkSlug } from '../../http/slug.js';
 import { type Article, type Banner, type GalleryImage, toArticle, toBanner, toGalleryImage } from './mapper.js';
 import * as repo from './repository.js';
@@ -71,8 +71,7 @@ export class ContentService {
   }
 
   async updateArticle(id: string, body: Static<typeof ArticleUpdateBody>, lang: Lang): Promise<Article> {
-    const title = bilingualWrite(body, 'title');
-    if (title.zh !== undefined && title.zh.trim() === '') throw badRequest('body.title: must not be empty');
+    const titleColumns = requiredBilingualColumns(body, 'title');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
     const row = await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.findArticleById(trx, id))) throw notFound(`article not found: ${id}`);
@@ -84,7 +83,7 @@ export class ContentService {
         .updateTable('articles')
         .set({
           ...(slug !== undefined ? { slug } : {}),
-          ...bilingualColumns(body, 'title'),
+          ...titleColumns,
           ...bilingualColumns(body, 'summary'),
           ...bilingualColumns(body, 'content'),
           ...(body.coverImage !== undefined ? { coverImage: body.coverImage } : {}),

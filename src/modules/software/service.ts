@@ -5,8 +5,8 @@ import { CHANNEL } from '../../domain/channel.js';
 import { newId, nowIso } from '../../domain/clock.js';
 import { type Lang, localize } from '../../domain/lang.js';
 import { decideUpdate } from '../../domain/update.js';
-import { bilingualColumns, bilingualWrite, requiredBilingual } from '../../http/bilingual.js';
-import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
+import { conflict, notFound } from '../../http/errors.js';
 import { checkSlug, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
@@ -188,8 +188,7 @@ export class SoftwareService {
   }
 
   async updatePackage(id: string, body: Static<typeof PackageUpdateBody>, lang: Lang): Promise<Package> {
-    const name = bilingualWrite(body, 'name');
-    if (name.zh !== undefined && name.zh.trim() === '') throw badRequest('body.name: must not be empty');
+    const nameColumns = requiredBilingualColumns(body, 'name');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug, RESERVED_SOFTWARE_SLUGS);
     await this.ctx.cache.commit(async (trx) => {
       const existing = await trx.selectFrom('softwarePackages').select('id').where('id', '=', id).executeTakeFirst();
@@ -202,7 +201,7 @@ export class SoftwareService {
         .updateTable('softwarePackages')
         .set({
           ...(slug !== undefined ? { slug } : {}),
-          ...bilingualColumns(body, 'name'),
+          ...nameColumns,
           ...bilingualColumns(body, 'description'),
           updatedAt: nowIso(),
         })
