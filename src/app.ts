@@ -9,7 +9,10 @@ import { ContentCache } from './cache.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import type { DatabaseHandle } from './db/index.js';
-import { installErrorHandling } from './http/errors.js';
+import { originGuard } from './http/auth.js';
+import { answerClientError, answerFrameworkError, installErrorHandling } from './http/errors.js';
+import { installBodyDeadline, serverTimeouts } from './http/timeouts.js';
+import { URL_FORMATS } from './http/urls.js';
 import { addonRoutes } from './modules/addons/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { contentRoutes } from './modules/content/routes.js';
@@ -47,8 +50,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     trustProxy: config.trustProxy,
     bodyLimit: 2 * 1024 * 1024,
     // Bodies are never coerced (`name: 123` is a 400); query values are declared as strings.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false, formats: URL_FORMATS } },
     routerOptions: { ignoreTrailingSlash: true },
+    ...serverTimeouts(config.timeouts),
+    clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
     // A line per request only at debug: launchers poll and beat every minute, and at info those lines
     // would cost more than the answers. Failures are logged by the error handler at any level.
     logController: new LogController({ disableRequestLogging: !['debug', 'trace'].includes(config.logLevel) }),
@@ -65,15 +71,23 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     auth: new AuthService(db),
     files,
     downloads: new DownloadService(db, storage, files),
-    devices: new DeviceService(db, config.heartbeatFlushMs, (err) =>
-      server.log.error({ err }, 'heartbeat flush failed'),
+    devices: new DeviceService(
+      db,
+      { flushMs: config.heartbeatFlushMs, devicesPerAddressHour: config.devicesPerAddressHour },
+      (err) => server.log.error({ err }, 'heartbeat flush failed'),
     ),
   };
 
   installErrorHandling(server);
+  installBodyDeadline(server, config.timeouts.body);
   server.decorateRequest('admin', null);
   await server.register(cookie);
-  await server.register(cors, { origin: config.corsOrigin === '*' ? '*' : config.corsOrigin.split(',') });
+  const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());
+  await server.register(cors, { origin: config.corsOrigin === '*' ? '*' : corsOrigins });
+  server.addHook(
+    'onRequest',
+    originGuard(config.publicBaseUrl === null ? corsOrigins : [...corsOrigins, new URL(config.publicBaseUrl).origin]),
+  );
   await server.register(helmet, {
     // A JSON API whose images and files are embedded by the community website on another origin.
     contentSecurityPolicy: false,

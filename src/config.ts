@@ -18,6 +18,21 @@ export interface Config {
   readonly heartbeatFlushMs: number;
   readonly cacheCheckMs: number;
   readonly loginRateLimit: number;
+  /** Distinct devices one client address may beat for per hour (0: no bound). */
+  readonly devicesPerAddressHour: number;
+  readonly timeouts: Timeouts;
+}
+
+/** How long a connection may take at each stage before the service drops it (milliseconds). */
+export interface Timeouts {
+  /** The request line and headers (slowloris). */
+  readonly headers: number;
+  /** A JSON or text body, once the headers are in. */
+  readonly body: number;
+  /** Nothing received or sent on a connection: stalled transfers and idle keep-alive connections. */
+  readonly idle: number;
+  /** A whole request including its body: the longest an upload may take. */
+  readonly request: number;
 }
 
 export type DatabaseConfig =
@@ -114,6 +129,21 @@ function parseBaseUrl(raw: string | undefined): string | null {
   return url.toString().replace(/\/+$/, '');
 }
 
+const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['localhost', '::1', '[::1]']);
+
+/** What an operator should hear about at start: settings that work but are easy to get wrong. */
+export function startupWarnings(config: Config): string[] {
+  const warnings: string[] = [];
+  const loopback = LOOPBACK_HOSTS.has(config.host) || config.host.startsWith('127.');
+  if (config.publicBaseUrl === null && !loopback) {
+    warnings.push(
+      `PUBLIC_BASE_URL is not set and the service listens on ${config.host}: check-update download URLs ` +
+        "take their origin from each request's Host header; set PUBLIC_BASE_URL=https://your.domain in production",
+    );
+  }
+  return warnings;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(env.DATA_DIR || './data');
   const appName = env.APP_NAME || 'app';
@@ -137,5 +167,12 @@ export function loadConfig(env: Env = process.env): Config {
     heartbeatFlushMs: integer(env, 'HEARTBEAT_FLUSH_MS', 1000, 10, 60_000),
     cacheCheckMs: integer(env, 'CACHE_CHECK_MS', 1000, 10, 60_000),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 20, 1, 1_000_000),
+    devicesPerAddressHour: integer(env, 'DEVICES_PER_IP_HOUR', 2000, 0, 100_000_000),
+    timeouts: Object.freeze({
+      headers: integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+      body: integer(env, 'BODY_TIMEOUT_MS', 10_000, 100, 600_000),
+      idle: integer(env, 'IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+      request: integer(env, 'REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
+    }),
   });
 }

@@ -1,5 +1,5 @@
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, startupWarnings } from './config.js';
 import { openDatabase } from './db/index.js';
 import { openStorage } from './storage/index.js';
 
@@ -32,6 +32,7 @@ async function main(): Promise<void> {
   const where = config.database.kind === 'sqlite' ? `SQLite ${config.database.file}` : 'PostgreSQL';
   const store = config.storage.kind === 'local' ? `folder ${config.storage.root}` : `s3://${config.storage.bucket}`;
   log.info(`database: ${where}; files: ${store}; admin console at /admin, API docs at /docs`);
+  for (const warning of startupWarnings(config)) log.warn(warning);
 }
 
 main().catch((err: unknown) => {

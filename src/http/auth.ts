@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AdminUser, AuthService } from '../modules/auth/service.js';
-import { unauthorized } from './errors.js';
+import { forbidden, unauthorized } from './errors.js';
 
 export const SESSION_COOKIE = 'sid';
 
@@ -34,6 +34,45 @@ export function adminGuard(auth: AuthService) {
       (cookie !== null ? await auth.userForSession(cookie) : null);
     if (user === null) throw unauthorized('administrator session or API token required');
     request.admin = user;
+  };
+}
+
+const withoutDefaultPort = (host: string) => host.replace(/:(80|443)$/, '');
+
+/** Whether an `Origin` names the host the request was sent to (default ports aside). */
+function isOwnHost(origin: string, requestHost: string): boolean {
+  try {
+    return withoutDefaultPort(new URL(origin).host) === withoutDefaultPort(requestHost);
+  } catch {
+    return false;
+  }
+}
+
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * onRequest hook refusing cookie-authenticated writes that a page of another origin made the
+ * browser send (CSRF, including from sibling subdomains, which `SameSite=Lax` lets through): a
+ * write carrying the session cookie must come from this origin or one of `trustedOrigins`, as the
+ * browser tells by `Sec-Fetch-Site` and `Origin`. Requests without the cookie (API tokens,
+ * launchers) and clients that are not browsers (neither header) are unaffected.
+ */
+export function originGuard(trustedOrigins: readonly string[]) {
+  const trusted = new Set(trustedOrigins);
+  return async function refuseCrossOriginWrites(request: FastifyRequest): Promise<void> {
+    if (SAFE_METHODS.has(request.method) || sessionToken(request) === null) return;
+    const site = request.headers['sec-fetch-site'];
+    if (site === 'same-origin' || site === 'none') return;
+    const origin = request.headers.origin;
+    if (origin === undefined) {
+      if (site === undefined) return;
+    } else if (trusted.has(origin) || isOwnHost(origin, request.host)) {
+      // The host alone decides "this origin": behind a TLS proxy without TRUST_PROXY the scheme differs.
+      return;
+    }
+    throw forbidden(
+      `cross-origin write refused: ${origin ?? 'a page of another site'} may not use the administrator session`,
+    );
   };
 }
 

@@ -1,4 +1,7 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { FORMAT_MESSAGES } from './urls.js';
 
 /** A failure the client caused or may see: becomes `{error: message}` with `status`. */
 export class AppError extends Error {
@@ -35,6 +38,8 @@ function validationMessage(error: FastifyError): string {
   if (typeof extra === 'string') return `${[context, ...pathParts, extra].join('.')}: unknown field`;
   const where = [context, ...pathParts].join('.');
   if (typeof missing === 'string') return `${where}: is required`;
+  const format = issue.keyword === 'format' ? FORMAT_MESSAGES[String(issue.params?.format)] : undefined;
+  if (format !== undefined) return `${where}: ${format}`;
   return `${where}: ${issue.message ?? 'is invalid'}`;
 }
 
@@ -58,4 +63,42 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
   });
+}
+
+/** What the HTTP parser's own refusals say (they come before any route or hook). */
+function clientErrorAnswer(code: string | undefined): [number, string] {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'request not received in time'];
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, 'request header fields too large'];
+    case 'HPE_URI_TOO_LONG':
+      return [414, 'request URI too long'];
+    default:
+      return [400, 'malformed HTTP request'];
+  }
+}
+
+/**
+ * The server's `clientError` listener: a request the HTTP parser refuses (broken syntax, headers too
+ * large, headers or body too slow) is answered `{error}` JSON, like every other failure, and closed.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (socket.writable) {
+    const [status, message] = clientErrorAnswer(err.code);
+    const body = JSON.stringify({ error: message });
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** Fastify's own refusals before routing (a URL that cannot be decoded, a parameter too long). */
+export function answerFrameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const status =
+    error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  void reply.code(status).send({ error: error.message });
 }

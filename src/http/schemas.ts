@@ -8,8 +8,9 @@ export const IdParams = Type.Object({ id: Type.String() });
  * `string | null` as `{type: ["string", "null"]}`: the same contract as `Type.Union([…, Type.Null()])`,
  * but serialized directly by fast-json-stringify, where `anyOf` would validate every value at run time.
  */
-export const NullableString = (options: { maxLength?: number; pattern?: string; description?: string } = {}) =>
-  Type.Unsafe<string | null>({ type: ['string', 'null'], ...options });
+export const NullableString = (
+  options: { maxLength?: number; pattern?: string; format?: string; description?: string } = {},
+) => Type.Unsafe<string | null>({ type: ['string', 'null'], ...options });
 
 /** One of fixed strings as `{type: "string", enum: […]}`, serialized without the run-time checks of `anyOf`. */
 export const StringEnum = <T extends string>(values: readonly T[], options: { description?: string } = {}) =>

@@ -24,16 +24,3 @@ export function checkSlug(slug: string, reserved: ReadonlySet<string> = new Set(
   if (reserved.has(slug)) throw badRequest(`body.slug: "${slug}" is reserved`);
   return slug;
 }
-
-/** An absolute http(s) URL, else a 400 naming `field`. */
-export function checkUrl(value: string, field: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw badRequest(`${field}: must be an absolute http(s) URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw badRequest(`${field}: must be an absolute http(s) URL`);
-  return value;
-}

@@ -22,10 +22,13 @@ export function hashingCounter(): Transform & { digest(): WrittenObject } {
 export class LocalStorage implements Storage {
   readonly kind = 'local' as const;
   private readonly tmpDir: string;
+  /** The root with every link resolved: nothing outside it is ever read, written or deleted. */
+  private readonly realRoot: string;
 
   constructor(private readonly root: string) {
     this.tmpDir = path.join(root, '.tmp');
     fs.mkdirSync(this.tmpDir, { recursive: true });
+    this.realRoot = fs.realpathSync(root);
   }
 
   private resolve(key: string): string {
@@ -33,14 +36,45 @@ export class LocalStorage implements Storage {
     return path.join(this.root, ...key.split('/'));
   }
 
+  private isInside(realPath: string): boolean {
+    return realPath.startsWith(this.realRoot + path.sep);
+  }
+
+  /**
+   * Where a key's bytes really are, following links, or null when there is nothing there or when
+   * a link leads out of the store (a link to `/etc/passwd` or to the data folder names nothing).
+   */
+  private async located(key: string): Promise<string | null> {
+    let real: string;
+    try {
+      real = await fs.promises.realpath(this.resolve(key));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') return null;
+      throw err;
+    }
+    return this.isInside(real) ? real : null;
+  }
+
+  /** The real folder an entry lives in, or null when it is missing or leads out of the store. */
+  private async realFolder(entry: string): Promise<string | null> {
+    const folder = await fs.promises.realpath(path.dirname(entry)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
+      throw err;
+    });
+    return folder !== null && (folder === this.realRoot || this.isInside(folder)) ? folder : null;
+  }
+
   async write(key: string, source: Readable): Promise<WrittenObject> {
-    const target = this.resolve(key);
+    const entry = this.resolve(key);
     const tmp = path.join(this.tmpDir, randomUUID());
     const counter = hashingCounter();
     try {
       await pipeline(source, counter, fs.createWriteStream(tmp, { flags: 'wx' }));
-      await fs.promises.mkdir(path.dirname(target), { recursive: true });
-      await fs.promises.rename(tmp, target);
+      await fs.promises.mkdir(path.dirname(entry), { recursive: true });
+      const folder = await this.realFolder(entry);
+      if (folder === null) throw new Error(`storage folder leads out of the store: ${key}`);
+      await fs.promises.rename(tmp, path.join(folder, path.basename(entry)));
     } catch (err) {
       await fs.promises.rm(tmp, { force: true });
       throw err;
@@ -49,8 +83,10 @@ export class LocalStorage implements Storage {
   }
 
   async stat(key: string): Promise<ObjectInfo | null> {
+    const file = await this.located(key);
+    if (file === null) return null;
     try {
-      const st = await fs.promises.stat(this.resolve(key));
+      const st = await fs.promises.stat(file);
       return st.isFile() ? { size: st.size, lastModified: st.mtime } : null;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
@@ -59,7 +95,9 @@ export class LocalStorage implements Storage {
   }
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
-    const stream = fs.createReadStream(this.resolve(key), range ? { start: range.start, end: range.end } : {});
+    const file = await this.located(key);
+    if (file === null) throw Object.assign(new Error(`no such object: ${key}`), { code: 'ENOENT' });
+    const stream = fs.createReadStream(file, range ? { start: range.start, end: range.end } : {});
     await new Promise<void>((resolve, reject) => {
       stream.once('open', () => resolve());
       stream.once('error', reject);
@@ -68,6 +106,9 @@ export class LocalStorage implements Storage {
   }
 
   async delete(key: string): Promise<void> {
-    await fs.promises.rm(this.resolve(key), { force: true });
+    // The entry itself goes (a link, not what it points to), and only from a folder inside the store.
+    const entry = this.resolve(key);
+    const folder = await this.realFolder(entry);
+    if (folder !== null) await fs.promises.rm(path.join(folder, path.basename(entry)), { force: true });
   }
 }

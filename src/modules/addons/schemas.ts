@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { SlugBody } from '../../http/slug.js';
+import { ImageRef, NullableHttpUrl, NullableImageRef } from '../../http/urls.js';
 
 const Text = Type.String();
 const NullableText = Type.Union([Type.String(), Type.Null()]);
@@ -86,7 +87,7 @@ export const ReleaseListQuery = Type.Object({
 });
 
 const category = Type.String({ minLength: 1, maxLength: 64, description: 'default `general`' });
-const iconUrl = Type.Union([Type.String({ maxLength: 2048 }), Type.Null()]);
+const iconUrl = NullableImageRef();
 
 export const AddonCreateBody = Type.Object(
   {
@@ -107,7 +108,7 @@ const releaseFields = {
   ...bilingualBody('changelog'),
   downloadType: DownloadType,
   filePath: Type.String({ maxLength: 1024 }),
-  externalUrl: Type.Union([Type.String({ maxLength: 2048 }), Type.Null()]),
+  externalUrl: NullableHttpUrl(),
   fileSize: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
   sha256: Type.Union([Type.String({ pattern: '^[0-9a-fA-F]{64}$' }), Type.Null()]),
   gameVersion: Type.String({ maxLength: 64 }),
@@ -130,7 +131,7 @@ export const ReleaseUpdateBody = Type.Object(
   { additionalProperties: false },
 );
 
-const imageUrl = Type.String({ minLength: 1, maxLength: 2048 });
+const imageUrl = ImageRef({ minLength: 1 });
 const sortOrder = Type.Integer({ minimum: -1_000_000_000, maximum: 1_000_000_000 });
 
 export const ScreenshotCreateBody = Type.Object(

@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import { bilingualBody } from '../../http/bilingual.js';
 import { LangEnum, LangQuery } from '../../http/lang.js';
 import { SlugBody } from '../../http/slug.js';
+import { ImageRef } from '../../http/urls.js';
 
 const Text = Type.String();
 
@@ -56,7 +57,7 @@ const EnabledQuery = {
 export const BannerListQuery = Type.Object(EnabledQuery);
 export const GalleryListQuery = Type.Object({ ...EnabledQuery, ...LangQuery });
 
-const imageUrl = Type.String({ minLength: 1, maxLength: 2048 });
+const imageUrl = ImageRef({ minLength: 1 });
 const sortOrder = Type.Integer({ minimum: -1_000_000_000, maximum: 1_000_000_000 });
 
 export const ArticleCreateBody = Type.Object(
@@ -65,7 +66,7 @@ export const ArticleCreateBody = Type.Object(
     ...bilingualBody('title', 500),
     ...bilingualBody('summary', 5000),
     ...bilingualBody('content', 1_000_000),
-    coverImage: Type.Optional(Type.String({ maxLength: 2048 })),
+    coverImage: Type.Optional(ImageRef()),
     published: Type.Optional(Type.Boolean({ description: 'default true' })),
   },
   { additionalProperties: false },

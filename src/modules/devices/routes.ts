@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope, scoped } from '../../http/auth.js';
-import { badRequest } from '../../http/errors.js';
+import { AppError, badRequest } from '../../http/errors.js';
 import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, NullableString } from '../../http/schemas.js';
 
@@ -57,11 +57,16 @@ export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               tags: ['launcher'],
               summary: 'Launcher heartbeat: send at start, then every 60 s; silent for over 3 minutes means offline',
               body: HeartbeatBody,
-              response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorResponse },
+              response: { 200: Type.Object({ ok: Type.Literal(true) }), 400: ErrorResponse, 429: ErrorResponse },
             },
           },
           async (request, reply) => {
-            devices.record({ ...request.body, ip: request.ip });
+            const beat = { ...request.body, ip: request.ip };
+            const admitted = devices.admits(beat);
+            if (admitted !== true && !(await admitted)) {
+              throw new AppError(429, 'too many new devices from this address this hour; known devices keep beating');
+            }
+            devices.record(beat);
             reply.header('Cache-Control', 'no-store');
             return { ok: true as const };
           },

@@ -26,6 +26,38 @@ interface Pending {
 /** Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). */
 const BATCH_ROWS = 1000;
 
+const HOUR_MS = 3600_000;
+
+/**
+ * The devices each client address beat for in the current clock hour, up to `perAddress` of them.
+ * An internet café behind one address fits; a flood of made-up ids from one address does not.
+ */
+class AddressWindow {
+  private hour = -1;
+  private readonly byAddress = new Map<string, Set<string>>();
+
+  constructor(private readonly perAddress: number) {}
+
+  /** Whether `deviceId` is within its address's bound for the hour of `at` (counting it when new). */
+  admits(ip: string, deviceId: string, at: Date): boolean {
+    if (this.perAddress === 0) return true;
+    const hour = Math.floor(at.getTime() / HOUR_MS);
+    if (hour !== this.hour) {
+      this.byAddress.clear();
+      this.hour = hour;
+    }
+    let seen = this.byAddress.get(ip);
+    if (seen === undefined) {
+      seen = new Set();
+      this.byAddress.set(ip, seen);
+    }
+    if (seen.has(deviceId)) return true;
+    if (seen.size >= this.perAddress) return false;
+    seen.add(deviceId);
+    return true;
+  }
+}
+
 /**
  * Heartbeats are acknowledged at once and written in batches: one multi-row upsert per flush,
  * adding counts, so several instances writing at once stay exact. `close()` writes what is left.
@@ -34,14 +66,31 @@ export class DeviceService {
   private pending = new Map<string, Pending>();
   private flushing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
+  private readonly window: AddressWindow;
 
   constructor(
     private readonly db: Db,
-    flushMs: number,
+    options: { flushMs: number; devicesPerAddressHour: number },
     private readonly onError: (err: unknown) => void,
   ) {
-    this.timer = setInterval(() => void this.flush().catch(this.onError), flushMs);
+    this.window = new AddressWindow(options.devicesPerAddressHour);
+    this.timer = setInterval(() => void this.flush().catch(this.onError), options.flushMs);
     this.timer.unref();
+  }
+
+  /**
+   * Whether a heartbeat may be recorded: its device is within its address's hourly bound of
+   * devices, or is already known (a device that beat before keeps beating whatever the bound).
+   * Answers synchronously in the common case; only a device over the bound costs a look-up.
+   */
+  admits(beat: Heartbeat, at = new Date()): boolean | Promise<boolean> {
+    if (this.window.admits(beat.ip, beat.deviceId, at) || this.pending.has(beat.deviceId)) return true;
+    return this.db
+      .selectFrom('devices')
+      .select('deviceId')
+      .where('deviceId', '=', beat.deviceId)
+      .executeTakeFirst()
+      .then((row) => row !== undefined);
   }
 
   record(beat: Heartbeat, at = new Date()): void {

@@ -1,5 +1,5 @@
-import { checkUrl } from '../../http/slug.js';
 import { badRequest } from '../../http/errors.js';
+import { canonicalHttpUrl } from '../../http/urls.js';
 import type { FileService } from '../files/service.js';
 
 /** What a software version and an addon release both store about where their download comes from. */
@@ -32,8 +32,8 @@ export async function downloadFields(
   const fields: Partial<DownloadColumns> = {};
   const downloadType = body.downloadType ?? current?.downloadType ?? 'local';
   if (body.externalUrl !== undefined) {
-    fields.externalUrl =
-      body.externalUrl === null || body.externalUrl === '' ? null : checkUrl(body.externalUrl, 'body.externalUrl');
+    // The schema's `http-url` format checked the link; it is stored in its normalised form.
+    fields.externalUrl = body.externalUrl === null ? null : canonicalHttpUrl(body.externalUrl);
   }
   const externalUrl = fields.externalUrl !== undefined ? fields.externalUrl : (current?.externalUrl ?? null);
   if (downloadType === 'url' && !externalUrl)

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import parseRange from 'range-parser';
 import type { Db } from '../../db/index.js';
 import { notFound } from '../../http/errors.js';
+import { canonicalHttpUrl } from '../../http/urls.js';
 import { keyFromFilePath, type Storage } from '../../storage/storage.js';
 import type { FileService } from '../files/service.js';
 import { servedType } from '../files/service.js';
@@ -59,8 +60,11 @@ export class DownloadService {
   async serve(request: FastifyRequest, reply: FastifyReply, target: DownloadTarget, options: ServeOptions) {
     const counted = request.method === 'GET';
     if (target.type === 'url') {
+      // Count only a redirect that will certainly be sent: its Location is a valid http(s) URL.
+      const location = canonicalHttpUrl(target.url);
+      if (location === null) throw notFound('the download link is not a valid http(s) URL');
       if (counted) await options.count?.();
-      return reply.code(302).header('Cache-Control', 'no-store').redirect(target.url);
+      return reply.code(302).header('Cache-Control', 'no-store').redirect(location);
     }
     const key = keyFromFilePath(target.filePath);
     const info = key === null ? null : await this.storage.stat(key);
@@ -119,9 +123,17 @@ export class DownloadService {
     reply.header('Content-Length', length);
     // An empty stream, not an empty body: Fastify's HEAD handling would otherwise set Content-Length: 0.
     if (request.method === 'HEAD') return reply.send(Readable.from([]));
-    if (start === 0) await options.count?.();
-    if (length === 0) return reply.send('');
-    return reply.send(await this.storage.read(key, { start, end }));
+    // The file is opened before the download is counted: a file that cannot be read counts nothing.
+    const body = length === 0 ? '' : await this.storage.read(key, { start, end });
+    if (start === 0 && options.count) {
+      try {
+        await options.count();
+      } catch (err) {
+        if (typeof body !== 'string') body.destroy();
+        throw err;
+      }
+    }
+    return reply.send(body);
   }
 
   /** One counted download of a software version; `launcher` also counts as a launcher self-update. */

@@ -14,6 +14,16 @@ const Uploaded = Type.Object({
   sha256: Type.String(),
 });
 
+/**
+ * A failure of the multipart parser (a missing boundary, a body that ends before its closing
+ * boundary) is a 400 naming the body; errors the plugin already classified keep their status.
+ */
+function malformed(err: unknown, fromBody = true): never {
+  const status = (err as { statusCode?: unknown }).statusCode;
+  if (!fromBody || (typeof status === 'number' && status >= 400 && status < 500)) throw err;
+  throw badRequest(`body: not a complete multipart/form-data body (${(err as Error).message})`);
+}
+
 export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const { files, downloads } = ctx;
   return async (app) => {
@@ -34,13 +44,17 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           },
           async (request, reply) => {
             if (!request.isMultipart()) throw new AppError(415, 'expected multipart/form-data with a part named file');
-            const part = await request.file();
+            const part = await request.file().catch(malformed);
             if (part === undefined) throw badRequest('body.file: is required');
             if (part.fieldname !== 'file') {
               part.file.resume();
               throw badRequest(`body.file: is required (got a part named "${part.fieldname}")`);
             }
-            const uploaded = await files.upload(part.file, part.filename || 'file', part.mimetype);
+            // A body that breaks off or is not multipart fails the part's stream: the client's fault,
+            // not the store's. The store removes what it had written.
+            const uploaded = await files
+              .upload(part.file, part.filename || 'file', part.mimetype)
+              .catch((err: unknown) => malformed(part.file.errored ?? err, part.file.errored !== null));
             if (part.file.truncated) {
               await files.discard(uploaded.filePath);
               throw new AppError(413, `file is larger than the limit of ${ctx.config.maxUploadBytes} bytes`);

@@ -3,6 +3,7 @@ import { NullableString, StringEnum } from '../../http/schemas.js';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { SlugBody } from '../../http/slug.js';
+import { NullableHttpUrl } from '../../http/urls.js';
 
 const Text = Type.String();
 const NullableText = NullableString();
@@ -138,7 +139,7 @@ const versionFields = {
   ...bilingualBody('changelog'),
   downloadType: StringEnum(['local', 'url'] as const),
   filePath: Type.String({ maxLength: 1024 }),
-  externalUrl: NullableString({ maxLength: 2048 }),
+  externalUrl: NullableHttpUrl(),
   fileSize: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
   sha256: NullableString({ pattern: '^[0-9a-fA-F]{64}$' }),
   forceUpdate: Type.Boolean(),
