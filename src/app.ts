@@ -11,6 +11,7 @@ import type { AppContext } from './context.js';
 import type { DatabaseHandle } from './db/index.js';
 import { originGuard } from './http/auth.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './http/errors.js';
+import { installInputChecks } from './http/input.js';
 import { installBodyDeadline, serverTimeouts } from './http/timeouts.js';
 import { URL_FORMATS } from './http/urls.js';
 import { addonRoutes } from './modules/addons/routes.js';
@@ -80,10 +81,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   installErrorHandling(server);
   installBodyDeadline(server, config.timeouts.body);
+  installInputChecks(server);
   server.decorateRequest('admin', null);
   await server.register(cookie);
   const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());
-  await server.register(cors, { origin: config.corsOrigin === '*' ? '*' : corsOrigins });
+  // A malformed preflight gets the preflight headers rather than the plugin's text/plain 400.
+  await server.register(cors, { origin: config.corsOrigin === '*' ? '*' : corsOrigins, strictPreflight: false });
   server.addHook(
     'onRequest',
     originGuard(config.publicBaseUrl === null ? corsOrigins : [...corsOrigins, new URL(config.publicBaseUrl).origin]),

@@ -262,7 +262,9 @@ describe('login rate limit', () => {
       const blocked = await attempt();
       expect(blocked.statusCode).toBe(429);
       expect(blocked.json()).toEqual({ error: expect.any(String) });
-      expect((await limited.inject({ url: '/api/admin/me', headers: { cookie: limited.cookie } })).statusCode).toBe(200);
+      expect((await limited.inject({ url: '/api/admin/me', headers: { cookie: limited.cookie } })).statusCode).toBe(
+        200,
+      );
     } finally {
       await limited.close();
     }

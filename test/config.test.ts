@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, startupWarnings } from '../src/config.js';
 
 describe('configuration', () => {
   it('defaults to SQLite and a local folder under ./data, port 3000 on 0.0.0.0', () => {
@@ -73,5 +73,32 @@ describe('configuration', () => {
   ])('refuses %j with a clear start-up error', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it('bounds devices per client address and sets deliberate timeouts, each configurable', () => {
+    expect(loadConfig({})).toMatchObject({
+      devicesPerAddressHour: 2000,
+      timeouts: { headers: 10_000, body: 10_000, idle: 60_000, request: 3_600_000 },
+    });
+    const set = loadConfig({
+      DEVICES_PER_IP_HOUR: '0',
+      HEADERS_TIMEOUT_MS: '5000',
+      BODY_TIMEOUT_MS: '2000',
+      IDLE_TIMEOUT_MS: '30000',
+      REQUEST_TIMEOUT_MS: '600000',
+    });
+    expect(set).toMatchObject({
+      devicesPerAddressHour: 0,
+      timeouts: { headers: 5000, body: 2000, idle: 30_000, request: 600_000 },
+    });
+    expect(() => loadConfig({ HEADERS_TIMEOUT_MS: '0' })).toThrow(/HEADERS_TIMEOUT_MS must be between/);
+    expect(() => loadConfig({ DEVICES_PER_IP_HOUR: 'many' })).toThrow(/DEVICES_PER_IP_HOUR must be a whole number/);
+  });
+
+  it('warns at start when download URLs would follow the Host header of requests from beyond loopback', () => {
+    expect(startupWarnings(loadConfig({}))).toEqual([expect.stringMatching(/^PUBLIC_BASE_URL is not set/)]);
+    expect(startupWarnings(loadConfig({ HOST: '::' }))).toHaveLength(1);
+    for (const HOST of ['127.0.0.1', 'localhost', '::1']) expect(startupWarnings(loadConfig({ HOST }))).toEqual([]);
+    expect(startupWarnings(loadConfig({ PUBLIC_BASE_URL: 'https://dl.example.com' }))).toEqual([]);
   });
 });

@@ -2,15 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isHttpUrl, isImageRef } from '../src/http/urls.js';
-import {
-  admin,
-  buildTestApp,
-  createPackage,
-  createVersion,
-  multipartBody,
-  type TestApp,
-  upload,
-} from './helpers/app.js';
+import { admin, buildTestApp, createPackage, multipartBody, type TestApp, upload } from './helpers/app.js';
 
 /*
  * One test per failure class an outside, hostile test of the service found (issue 9). Each failed
@@ -363,5 +355,43 @@ describe('class 6: device table flood', () => {
     for (let n = 0; n < 2000; n++) expect(devices.admits(beat(n), hour)).toBe(true);
     expect(await devices.admits(beat(2000), hour)).toBe(false);
     expect(devices.admits(beat(2000), later)).toBe(true);
+  });
+});
+
+describe('class 8: NUL characters, which PostgreSQL cannot store', () => {
+  it('are refused in URLs and in every JSON body with 400 {error}, the same on both engines', async () => {
+    const addon = await newAddon();
+    const answers = [
+      await t.inject('/api/software/check-update?slug=%00'),
+      await t.inject('/api/software/changelog?slug=app%00'),
+      await t.inject('/api/addons/%00'),
+      await admin(t, 'PUT', `/api/addons/${addon.id}`, { name: 'a\u0000b' }),
+      await admin(t, 'POST', '/api/articles', { slug: 'nul', title: { nested: ['\u0000'] } }),
+      await t.inject({
+        method: 'POST',
+        url: '/api/launcher/heartbeat',
+        payload: { deviceId: 'nul-1', os: 'Win\u0000' },
+      }),
+      await t.inject({
+        method: 'POST',
+        url: '/api/launcher/heartbeat',
+        headers: { 'content-type': 'text/plain' },
+        payload: JSON.stringify({ deviceId: 'nul-2', appVersion: '1\u0000' }),
+      }),
+    ];
+    for (const res of answers) {
+      expect(res.statusCode, res.body).toBe(400);
+      expect(Object.keys(res.json())).toEqual(['error']);
+    }
+    // Heartbeats keep flowing: nothing poisoned the batch.
+    await t.inject({
+      method: 'POST',
+      url: '/api/launcher/heartbeat',
+      payload: { deviceId: 'after-nul', os: 'Windows' },
+    });
+    await t.app.ctx.devices.flush();
+    const ids = (await t.database.db.selectFrom('devices').select('deviceId').execute()).map((r) => r.deviceId);
+    expect(ids).toContain('after-nul');
+    expect(ids).not.toContain('nul-1');
   });
 });

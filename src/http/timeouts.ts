@@ -8,7 +8,8 @@ import { AppError } from './errors.js';
  */
 export function serverTimeouts(timeouts: Timeouts) {
   return {
-    http: { headersTimeout: timeouts.headers, connectionsCheckingInterval: 1000 },
+    // Node answers a request without Host itself, in plain text; `installInputChecks` answers {error}.
+    http: { headersTimeout: timeouts.headers, connectionsCheckingInterval: 1000, requireHostHeader: false },
     requestTimeout: timeouts.request,
     connectionTimeout: timeouts.idle,
     keepAliveTimeout: timeouts.idle,

@@ -1,6 +1,15 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_PASSWORD, getJson, launchBrowser, login, png, screenshot, type Service, startService } from './browser.js';
+import {
+  ADMIN_PASSWORD,
+  getJson,
+  launchBrowser,
+  login,
+  png,
+  screenshot,
+  type Service,
+  startService,
+} from './browser.js';
 
 let service: Service;
 let browser: Browser;
@@ -110,7 +119,9 @@ describe('admin console in Chromium against the real service', () => {
       buffer: Buffer.alloc(3 * 1024 * 1024, 7),
     });
     await page.getByText(/Uploaded: launcher-setup\.exe/).waitFor();
-    expect(await page.locator('[data-testid="upload-progress"] [role="progressbar"]').getAttribute('aria-valuenow')).toBe('100');
+    expect(
+      await page.locator('[data-testid="upload-progress"] [role="progressbar"]').getAttribute('aria-valuenow'),
+    ).toBe('100');
     await page.getByTestId('ver-changelog-zh').fill('修复了若干问题');
     await page.getByTestId('ver-changelog-en').fill('Fixed several bugs');
     await screenshot(page, '02-version-upload', { dialog: true });
@@ -119,11 +130,17 @@ describe('admin console in Chromium against the real service', () => {
     await card.getByText('Latest').waitFor();
     await screenshot(page, '03-software');
 
-    const update = await getJson<{ hasUpdate: boolean; latest: { version: string; versionCode: number; changelogEn: string; fileSize: number } }>(
-      `${base}/api/software/check-update?slug=app-launcher&versionCode=100&lang=en`,
-    );
+    const update = await getJson<{
+      hasUpdate: boolean;
+      latest: { version: string; versionCode: number; changelogEn: string; fileSize: number };
+    }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=100&lang=en`);
     expect(update.hasUpdate).toBe(true);
-    expect(update.latest).toMatchObject({ version: '1.2.0', versionCode: 120, changelogEn: 'Fixed several bugs', fileSize: 3 * 1024 * 1024 });
+    expect(update.latest).toMatchObject({
+      version: '1.2.0',
+      versionCode: 120,
+      changelogEn: 'Fixed several bugs',
+      fileSize: 3 * 1024 * 1024,
+    });
   });
 
   it('creates an addon with a release and a screenshot, and /api/addons lists it', async () => {
@@ -138,23 +155,36 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('addon-summary-en').fill('Sort your bags in one click');
     await page.getByTestId('addon-desc-en').fill('## Features\n\n- **Sort** bags\n- Search items');
     await page.getByTestId('addon-desc-en-preview').locator('h2', { hasText: 'Features' }).waitFor();
-    await page.getByTestId('addon-icon-input').setInputFiles({ name: 'icon.png', mimeType: 'image/png', buffer: png(64, 64, [255, 170, 40]) });
+    await page
+      .getByTestId('addon-icon-input')
+      .setInputFiles({ name: 'icon.png', mimeType: 'image/png', buffer: png(64, 64, [255, 170, 40]) });
     await page.getByText(/Uploaded: icon\.png/).waitFor();
     await page.getByTestId('addon-submit').click();
 
     await page.getByTestId('new-release').click();
     await page.getByTestId('rel-version').fill('1.0.0');
-    await page.getByTestId('file-input').setInputFiles({ name: 'better-bags-1.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(200_000, 1) });
+    await page
+      .getByTestId('file-input')
+      .setInputFiles({ name: 'better-bags-1.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(200_000, 1) });
     await page.getByText(/Uploaded: better-bags-1\.0\.0\.zip/).waitFor();
     await page.getByTestId('rel-changelog-en').fill('First release');
     await page.getByTestId('rel-submit').click();
     await page.getByTestId('releases').getByText('1.0.0').waitFor();
 
-    await page.getByTestId('screenshot-input').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: png(320, 180, [60, 140, 255]) });
+    await page
+      .getByTestId('screenshot-input')
+      .setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: png(320, 180, [60, 140, 255]) });
     await page.getByTestId('screenshots').locator('img').first().waitFor();
     await screenshot(page, '04-addon');
 
-    type Listed = { slug: string; name: string; published: boolean; releases: { version: string }[]; screenshots: { imageUrl: string }[]; iconUrl: string | null };
+    type Listed = {
+      slug: string;
+      name: string;
+      published: boolean;
+      releases: { version: string }[];
+      screenshots: { imageUrl: string }[];
+      iconUrl: string | null;
+    };
     const addons = await getJson<Listed[]>(`${base}/api/addons?lang=en`);
     const addon = addons.find((a) => a.slug === 'better-bags');
     expect(addon).toBeDefined();
@@ -177,20 +207,26 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('article-summary-en').fill('Everything new this season');
     await page
       .getByTestId('article-content-en')
-      .fill('# Season two\n\nWelcome back!\n\n<script>window.__injected = 1</script><img src=x onerror="window.__injected = 2">\n\n[click](javascript:window.__injected=3)');
+      .fill(
+        '# Season two\n\nWelcome back!\n\n<script>window.__injected = 1</script><img src=x onerror="window.__injected = 2">\n\n[click](javascript:window.__injected=3)',
+      );
     const preview = page.getByTestId('article-content-en-preview');
     await preview.locator('h1', { hasText: 'Season two' }).waitFor();
     expect(await preview.locator('script, img').count()).toBe(0);
     await preview.getByText('click').click();
     expect(await page.evaluate(() => (window as unknown as { __injected?: number }).__injected)).toBeUndefined();
-    await page.getByTestId('article-cover-input').setInputFiles({ name: 'cover.png', mimeType: 'image/png', buffer: png(480, 240, [40, 200, 120]) });
+    await page
+      .getByTestId('article-cover-input')
+      .setInputFiles({ name: 'cover.png', mimeType: 'image/png', buffer: png(480, 240, [40, 200, 120]) });
     await page.getByText(/Uploaded: cover\.png/).waitFor();
     await screenshot(page, '05-article-editor', { dialog: true });
     await page.getByTestId('article-submit').click();
     await page.getByTestId('articles').getByText('Season two begins').waitFor();
     await screenshot(page, '06-articles');
 
-    const articles = await getJson<{ slug: string; title: string; published: boolean; coverImage: string }[]>(`${base}/api/articles?lang=en`);
+    const articles = await getJson<{ slug: string; title: string; published: boolean; coverImage: string }[]>(
+      `${base}/api/articles?lang=en`,
+    );
     const article = articles.find((a) => a.slug === 'season-two');
     expect(article).toMatchObject({ title: 'Season two begins', published: true });
     expect(article!.coverImage).toMatch(/^\/uploads\//);
@@ -200,7 +236,9 @@ describe('admin console in Chromium against the real service', () => {
     const page = await newPage();
     await login(page, base);
     await page.getByTestId('nav-banners').click();
-    await page.getByTestId('banner-input').setInputFiles({ name: 'banner.png', mimeType: 'image/png', buffer: png(600, 200, [200, 80, 200]) });
+    await page
+      .getByTestId('banner-input')
+      .setInputFiles({ name: 'banner.png', mimeType: 'image/png', buffer: png(600, 200, [200, 80, 200]) });
     const card = page.getByTestId('banner-card');
     await card.waitFor();
     await card.getByText('Enabled', { exact: true }).first().waitFor();
@@ -210,7 +248,9 @@ describe('admin console in Chromium against the real service', () => {
     await card.getByTestId('banner-enabled').click({ force: true });
     await card.getByText('Disabled', { exact: true }).waitFor();
     await screenshot(page, '07-banners');
-    await expect.poll(async () => (await getJson<{ id: string; enabled: boolean }[]>(`${base}/api/banners`))[0]?.enabled).toBe(false);
+    await expect
+      .poll(async () => (await getJson<{ id: string; enabled: boolean }[]>(`${base}/api/banners`))[0]?.enabled)
+      .toBe(false);
     const enabledOnly = await getJson<{ id: string }[]>(`${base}/api/banners?enabled=1`);
     expect(enabledOnly.map((b) => b.id)).not.toContain(banner!.id);
   });
@@ -219,7 +259,9 @@ describe('admin console in Chromium against the real service', () => {
     const page = await newPage();
     await login(page, base);
     await page.getByTestId('nav-gallery').click();
-    await page.getByTestId('gallery-input').setInputFiles({ name: 'raid.png', mimeType: 'image/png', buffer: png(400, 240, [230, 120, 60]) });
+    await page
+      .getByTestId('gallery-input')
+      .setInputFiles({ name: 'raid.png', mimeType: 'image/png', buffer: png(400, 240, [230, 120, 60]) });
     const card = page.getByTestId('gallery-card');
     await card.waitFor();
     await card.getByTestId('gallery-title-zh').fill('团队副本');
@@ -252,7 +294,9 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('tokens').getByRole('button', { name: 'Revoke' }).click();
     await page.getByTestId('confirm-yes').click();
     await page.getByText('No API tokens.').waitFor();
-    expect((await fetch(`${base}/api/admin/tokens`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
+    expect((await fetch(`${base}/api/admin/tokens`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(
+      401,
+    );
     await page.getByTestId('logout').click();
     await page.getByTestId('login-submit').waitFor();
 

@@ -20,10 +20,21 @@ export default function setup() {
     ...['src', 'index.html', 'vite.config.ts', 'postcss.config.mjs'].map((p) => newestMtime(path.join(ADMIN, p))),
   );
   if (built >= sources) return;
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'admin/vite.config.ts', '--logLevel', 'warn'], {
-    cwd: ROOT,
-    stdio: 'inherit',
-    // Vitest runs with NODE_ENV=test; the console is always built as production (React's production build).
-    env: { ...process.env, NODE_ENV: 'production' },
-  });
+  execFileSync(
+    process.execPath,
+    [
+      path.join(ROOT, 'node_modules/vite/bin/vite.js'),
+      'build',
+      '--config',
+      'admin/vite.config.ts',
+      '--logLevel',
+      'warn',
+    ],
+    {
+      cwd: ROOT,
+      stdio: 'inherit',
+      // Vitest runs with NODE_ENV=test; the console is always built as production (React's production build).
+      env: { ...process.env, NODE_ENV: 'production' },
+    },
+  );
 }

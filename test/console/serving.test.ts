@@ -47,7 +47,11 @@ describe('serving the built console', () => {
 
   it('never serves files outside the build folder', async () => {
     fs.writeFileSync(path.join(path.dirname(dir), `${path.basename(dir)}-secret.txt`), 'secret');
-    for (const url of ['/admin/../package.json', '/admin/%2e%2e/package.json', `/admin/..%2f${path.basename(dir)}-secret.txt`]) {
+    for (const url of [
+      '/admin/../package.json',
+      '/admin/%2e%2e/package.json',
+      `/admin/..%2f${path.basename(dir)}-secret.txt`,
+    ]) {
       const res = await app.inject({ url });
       expect(res.body, url).not.toContain('secret');
       expect(res.body, url).not.toContain('"name"');

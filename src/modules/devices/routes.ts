@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope, scoped } from '../../http/auth.js';
-import { AppError, badRequest } from '../../http/errors.js';
+import { AppError } from '../../http/errors.js';
+import { jsonBodyParser } from '../../http/input.js';
 import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, NullableString } from '../../http/schemas.js';
 
@@ -41,13 +42,7 @@ export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     await app.register(
       scoped(async (beat) => {
         // navigator.sendBeacon and some HTTP clients send JSON as text/plain: take it as JSON too.
-        beat.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) => {
-          try {
-            done(null, JSON.parse(body as string));
-          } catch {
-            done(badRequest('body: is not valid JSON'), undefined);
-          }
-        });
+        beat.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(beat));
         beat.post(
           '/api/launcher/heartbeat',
           {
