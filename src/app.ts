@@ -69,7 +69,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     engine: database.engine,
     storage,
     cache: new ContentCache(db, config.cacheCheckMs),
-    auth: new AuthService(db),
+    auth: new AuthService(db, config.appName),
     files,
     downloads: new DownloadService(db, storage, files),
     devices: new DeviceService(

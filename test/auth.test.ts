@@ -24,7 +24,9 @@ describe('administrator session', () => {
     expect(raw).toMatch(/Path=\//);
     expect(raw).not.toMatch(/Secure/i);
     const cookie = sessionCookieOf(res);
-    expect((await me({ cookie })).json()).toEqual({ user: { id: expect.any(String), username: 'admin' } });
+    expect((await me({ cookie })).json()).toEqual({
+      user: { id: expect.any(String), username: 'admin', role: 'owner' },
+    });
   });
 
   it('marks the cookie Secure when the request came over HTTPS (through a trusted proxy)', async () => {
@@ -195,6 +197,7 @@ describe('API tokens', () => {
     expect(body).toEqual({
       id: expect.any(String),
       name: 'CI publish',
+      role: 'owner',
       token: expect.any(String),
       createdAt: expect.any(String),
       lastUsedAt: null,

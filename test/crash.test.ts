@@ -103,7 +103,6 @@ describe('kill -9 under load', () => {
       }
 
       let stop = false;
-      let killedAt = Number.POSITIVE_INFINITY;
       const acked: Array<{ device: string; at: number }> = [];
       const worker = async (w: number) => {
         for (let n = 0; !stop; n++) {
@@ -138,7 +137,7 @@ describe('kill -9 under load', () => {
       // Kill at a random moment once the load is well under way (the machine may be slow).
       while (acked.length < 30 || banners.size === 0) await new Promise((r) => setTimeout(r, 50));
       await new Promise((r) => setTimeout(r, 300 + Math.random() * 700));
-      killedAt = performance.now();
+      const killedAt = performance.now();
       await server.stop('SIGKILL');
       stop = true;
       await load;

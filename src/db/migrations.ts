@@ -247,9 +247,35 @@ const m002Catalogue: Migration = {
   },
 };
 
+/** Team accounts: roles (existing administrators become owners), disabling, TOTP second factor. */
+const m004Accounts: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .alterTable('users')
+      .addColumn('role', 'text', (c) => c.notNull().defaultTo('owner'))
+      .execute();
+    await db.schema
+      .alterTable('users')
+      .addColumn('disabled', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
+    await db.schema.alterTable('users').addColumn('totp_secret', 'text').execute();
+    await db.schema
+      .alterTable('users')
+      .addColumn('totp_enabled', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
+    await db.schema.alterTable('users').addColumn('totp_last_step', 'integer').execute();
+    await db.schema.alterTable('users').addColumn('recovery_codes', 'text').execute();
+    await db.schema
+      .alterTable('api_tokens')
+      .addColumn('role', 'text', (c) => c.notNull().defaultTo('owner'))
+      .execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
+  '004_accounts': m004Accounts,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -7,6 +7,17 @@ export interface UsersTable {
   id: string;
   username: string;
   passwordHash: string;
+  /** `owner`, `publisher` or `editor` (domain/roles). */
+  role: string;
+  /** 0/1: a disabled account can neither log in nor use its sessions and tokens. */
+  disabled: number;
+  /** Base32 TOTP secret: pending while `totpEnabled` is 0, in force once confirmed. */
+  totpSecret: string | null;
+  totpEnabled: number;
+  /** The last TOTP time step accepted: a code is never accepted twice. */
+  totpLastStep: number | null;
+  /** JSON array of SHA-256 hashes of the unused recovery codes. */
+  recoveryCodes: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -23,6 +34,8 @@ export interface ApiTokensTable {
   id: string;
   userId: string;
   name: string;
+  /** The role the token acts with, never above its creator's (domain/roles `tokenRole`). */
+  role: string;
   tokenHash: string;
   createdAt: string;
   lastUsedAt: string | null;

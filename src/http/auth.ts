@@ -1,9 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { mayWrite, type Role } from '../domain/roles.js';
 import type { AdminUser, AuthService } from '../modules/auth/service.js';
 import { forbidden, unauthorized } from './errors.js';
 
 export const SESSION_COOKIE = 'sid';
+
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -24,7 +27,7 @@ export function sessionToken(request: FastifyRequest): string | null {
   return typeof value === 'string' && value !== '' ? value : null;
 }
 
-/** preHandler for every administrator endpoint: a valid session cookie or API token, else 401. */
+/** onRequest hook of every administrator endpoint: a valid session cookie or API token, else 401. */
 export function adminGuard(auth: AuthService) {
   return async function requireAdmin(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const bearer = bearerToken(request);
@@ -37,6 +40,24 @@ export function adminGuard(auth: AuthService) {
   };
 }
 
+/**
+ * onRequest hook of an admin scope whose changes (any method but GET/HEAD/OPTIONS) need one of
+ * `roles` or an owner: `admin.addHook('onRequest', changesBy('publisher'))`. Anyone else gets 403.
+ */
+export function changesBy(...roles: Role[]) {
+  return async function requireRole(request: FastifyRequest): Promise<void> {
+    const role = currentAdmin(request).role;
+    if (!SAFE_METHODS.has(request.method) && !mayWrite(role, roles)) {
+      throw forbidden(`the ${role} role may not make this change`);
+    }
+  };
+}
+
+/** onRequest hook of endpoints only an owner may use, reads included (accounts, audit). */
+export async function ownerOnly(request: FastifyRequest): Promise<void> {
+  if (currentAdmin(request).role !== 'owner') throw forbidden('only an owner may do this');
+}
+
 const withoutDefaultPort = (host: string) => host.replace(/:(80|443)$/, '');
 
 /** Whether an `Origin` names the host the request was sent to (default ports aside). */
@@ -47,8 +68,6 @@ function isOwnHost(origin: string, requestHost: string): boolean {
     return false;
   }
 }
-
-const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * onRequest hook refusing cookie-authenticated writes that a page of another origin made the

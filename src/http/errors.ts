@@ -8,6 +8,8 @@ export class AppError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Fields answered beside `error` (e.g. `totpRequired`). */
+    readonly details: Readonly<Record<string, unknown>> = {},
   ) {
     super(message);
     this.name = 'AppError';
@@ -47,7 +49,7 @@ function validationMessage(error: FastifyError): string {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     if (error instanceof AppError) {
-      return reply.code(error.status).send({ error: error.message });
+      return reply.code(error.status).send({ error: error.message, ...error.details });
     }
     if (error.validation) {
       return reply.code(400).send({ error: validationMessage(error) });

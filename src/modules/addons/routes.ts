@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { adminScope } from '../../http/auth.js';
+import { adminScope, changesBy } from '../../http/auth.js';
 import { installConditionalGet } from '../../http/conditional.js';
 import { LangQuery, requestLang } from '../../http/lang.js';
 import { sendRenderedJson } from '../../http/reply.js';
@@ -109,6 +109,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
 
     await app.register(
       adminScope(ctx.auth, async (admin) => {
+        admin.addHook('onRequest', changesBy('publisher'));
         const tags = ['addons (admin)'];
 
         admin.post(

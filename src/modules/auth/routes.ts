@@ -2,19 +2,41 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import rateLimit from '@fastify/rate-limit';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { adminScope, currentAdmin, scoped, SESSION_COOKIE, sessionToken } from '../../http/auth.js';
+import { ROLES } from '../../domain/roles.js';
+import { adminScope, currentAdmin, ownerOnly, scoped, SESSION_COOKIE, sessionToken } from '../../http/auth.js';
 import { badRequest } from '../../http/errors.js';
-import { ErrorResponse, NullableString, OkResponse } from '../../http/schemas.js';
+import { ErrorResponse, IdParams, NullableString, OkResponse, StringEnum } from '../../http/schemas.js';
 import { SESSION_IDLE_MS } from './service.js';
 
+const RoleSchema = StringEnum(ROLES, {
+  description: 'owner: everything; publisher: software and addons; editor: articles, banners, gallery',
+});
+// The contract's login answer names the user only; `me` adds the role (the console reads it there).
 const User = Type.Object({ id: Type.String(), username: Type.String() });
+const Me = Type.Object({ id: Type.String(), username: Type.String(), role: RoleSchema });
 const TokenInfo = Type.Object({
   id: Type.String(),
   name: Type.String(),
+  role: RoleSchema,
   createdAt: Type.String(),
   lastUsedAt: NullableString(),
 });
+const Account = Type.Object({
+  id: Type.String(),
+  username: Type.String(),
+  role: RoleSchema,
+  disabled: Type.Boolean(),
+  totpEnabled: Type.Boolean(),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+});
 const MIN_PASSWORD = 6;
+const Password = Type.String({
+  minLength: MIN_PASSWORD,
+  maxLength: 1024,
+  description: `at least ${MIN_PASSWORD} characters`,
+});
+const LoginFailure = Type.Object({ error: Type.String(), totpRequired: Type.Optional(Type.Boolean()) });
 
 export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const { auth } = ctx;
@@ -31,12 +53,18 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             schema: {
               tags: ['admin'],
               summary: 'Log in as an administrator; sets the session cookie',
-              body: Type.Object({ username: Type.String({ minLength: 1 }), password: Type.String({ minLength: 1 }) }),
-              response: { 200: Type.Object({ ok: Type.Literal(true), user: User }), 401: ErrorResponse },
+              body: Type.Object({
+                username: Type.String({ minLength: 1 }),
+                password: Type.String({ minLength: 1 }),
+                totp: Type.Optional(
+                  Type.String({ maxLength: 64, description: 'a code of the authenticator app, or a recovery code' }),
+                ),
+              }),
+              response: { 200: Type.Object({ ok: Type.Literal(true), user: User }), 401: LoginFailure },
             },
           },
           async (request, reply) => {
-            const { user, token } = await auth.login(request.body.username, request.body.password);
+            const { user, token } = await auth.login(request.body.username, request.body.password, request.body.totp);
             reply.setCookie(SESSION_COOKIE, token, {
               httpOnly: true,
               sameSite: 'lax',
@@ -44,7 +72,7 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               secure: request.protocol === 'https',
               maxAge: SESSION_IDLE_MS / 1000,
             });
-            return { ok: true as const, user };
+            return { ok: true as const, user: { id: user.id, username: user.username } };
           },
         );
       }),
@@ -65,7 +93,7 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       adminScope(auth, async (admin) => {
         admin.get(
           '/api/admin/me',
-          { schema: { tags: ['admin'], response: { 200: Type.Object({ user: User }), 401: ErrorResponse } } },
+          { schema: { tags: ['admin'], response: { 200: Type.Object({ user: Me }), 401: ErrorResponse } } },
           async (request) => ({ user: currentAdmin(request) }),
         );
 
@@ -96,12 +124,15 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             schema: {
               tags: ['admin'],
               summary: 'Create an API token for automation; the token is shown only in this answer',
-              body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) }),
-              response: { 201: Type.Intersect([TokenInfo, Type.Object({ token: Type.String() })]) },
+              body: Type.Object({
+                name: Type.String({ minLength: 1, maxLength: 100 }),
+                role: Type.Optional(RoleSchema),
+              }),
+              response: { 201: Type.Intersect([TokenInfo, Type.Object({ token: Type.String() })]), 403: ErrorResponse },
             },
           },
           async (request, reply) => {
-            const created = await auth.createApiToken(currentAdmin(request).id, request.body.name);
+            const created = await auth.createApiToken(currentAdmin(request), request.body.name, request.body.role);
             return reply.code(201).send(created);
           },
         );
@@ -109,16 +140,126 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         admin.get(
           '/api/admin/tokens',
           { schema: { tags: ['admin'], response: { 200: Type.Array(TokenInfo) } } },
-          async () => auth.listApiTokens(),
+          async (request) => auth.listApiTokens(currentAdmin(request)),
         );
 
         admin.delete(
           '/api/admin/tokens/:id',
           { schema: { tags: ['admin'], params: Type.Object({ id: Type.String() }), response: { 200: OkResponse } } },
           async (request) => {
-            await auth.deleteApiToken(request.params.id);
+            await auth.deleteApiToken(currentAdmin(request), request.params.id);
             return { ok: true as const };
           },
+        );
+
+        admin.post(
+          '/api/admin/totp/enroll',
+          {
+            schema: {
+              tags: ['admin'],
+              summary: 'Start enrolling in a second factor: a secret and the otpauth:// URL to scan',
+              response: { 200: Type.Object({ secret: Type.String(), otpauthUrl: Type.String() }), 409: ErrorResponse },
+            },
+          },
+          async (request) => auth.enrollTotp(currentAdmin(request)),
+        );
+        admin.post(
+          '/api/admin/totp/confirm',
+          {
+            schema: {
+              tags: ['admin'],
+              summary: 'Turn the second factor on with a current code; the recovery codes are shown only here',
+              body: Type.Object({ code: Type.String({ minLength: 1, maxLength: 16 }) }),
+              response: {
+                200: Type.Object({ recoveryCodes: Type.Array(Type.String()) }),
+                400: ErrorResponse,
+                409: ErrorResponse,
+              },
+            },
+          },
+          async (request) => ({ recoveryCodes: await auth.confirmTotp(currentAdmin(request), request.body.code) }),
+        );
+        admin.post(
+          '/api/admin/totp/disable',
+          {
+            schema: {
+              tags: ['admin'],
+              summary: 'Turn the second factor off (needs the password)',
+              body: Type.Object({ password: Type.String({ minLength: 1, maxLength: 1024 }) }),
+              response: { 200: OkResponse, 403: ErrorResponse },
+            },
+          },
+          async (request) => {
+            await auth.disableTotp(currentAdmin(request), request.body.password);
+            return { ok: true as const };
+          },
+        );
+      }),
+    );
+
+    // Accounts: an owner's business, reads included.
+    await app.register(
+      adminScope(auth, async (owner) => {
+        owner.addHook('onRequest', ownerOnly);
+        owner.get(
+          '/api/admin/users',
+          {
+            schema: {
+              tags: ['admin'],
+              summary: 'Administrator accounts (owner)',
+              response: { 200: Type.Array(Account), 403: ErrorResponse },
+            },
+          },
+          async () => auth.listAccounts(),
+        );
+        owner.post(
+          '/api/admin/users',
+          {
+            schema: {
+              tags: ['admin'],
+              summary: 'Create an administrator account (owner)',
+              body: Type.Object(
+                {
+                  username: Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f\\s]+$' }),
+                  password: Password,
+                  role: RoleSchema,
+                },
+                { additionalProperties: false },
+              ),
+              response: { 201: Account, 400: ErrorResponse, 403: ErrorResponse, 409: ErrorResponse },
+            },
+          },
+          async (request, reply) => {
+            const { username, password, role } = request.body;
+            return reply.code(201).send(await auth.createAccount(username, password, role));
+          },
+        );
+        owner.put(
+          '/api/admin/users/:id',
+          {
+            schema: {
+              tags: ['admin'],
+              summary:
+                'Change an account: role, disabled, password reset (owner); its sessions end when disabled or reset',
+              params: IdParams,
+              body: Type.Object(
+                {
+                  role: Type.Optional(RoleSchema),
+                  disabled: Type.Optional(Type.Boolean()),
+                  password: Type.Optional(Password),
+                },
+                { additionalProperties: false },
+              ),
+              response: {
+                200: Account,
+                400: ErrorResponse,
+                403: ErrorResponse,
+                404: ErrorResponse,
+                409: ErrorResponse,
+              },
+            },
+          },
+          async (request) => auth.updateAccount(request.params.id, request.body),
         );
       }),
     );

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { adminScope } from '../../http/auth.js';
+import { adminScope, changesBy } from '../../http/auth.js';
 import { installConditionalGet } from '../../http/conditional.js';
 import { badRequest } from '../../http/errors.js';
 import { LangQuery, requestLang } from '../../http/lang.js';
@@ -91,6 +91,7 @@ export function contentRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
 
     await app.register(
       adminScope(ctx.auth, async (admin) => {
+        admin.addHook('onRequest', changesBy('editor'));
         const tags = ['content (admin)'];
 
         admin.post(

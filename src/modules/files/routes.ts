@@ -2,7 +2,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { adminScope } from '../../http/auth.js';
+import { adminScope, changesBy } from '../../http/auth.js';
 import { AppError, badRequest } from '../../http/errors.js';
 import { ErrorResponse } from '../../http/schemas.js';
 import { filePathFromKey, isSafeKey } from '../../storage/storage.js';
@@ -29,6 +29,7 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   return async (app) => {
     await app.register(
       adminScope(ctx.auth, async (admin) => {
+        admin.addHook('onRequest', changesBy('publisher', 'editor'));
         await admin.register(multipart, {
           limits: { fileSize: ctx.config.maxUploadBytes, files: 1, fields: 10, parts: 12 },
         });

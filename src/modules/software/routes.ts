@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { adminScope, scoped } from '../../http/auth.js';
+import { adminScope, changesBy, scoped } from '../../http/auth.js';
 import { installConditionalGet } from '../../http/conditional.js';
 import { baseUrl } from '../../http/base-url.js';
 import { badRequest, notFound } from '../../http/errors.js';
@@ -190,6 +190,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
 
     await app.register(
       adminScope(ctx.auth, async (admin) => {
+        admin.addHook('onRequest', changesBy('publisher'));
         const tags = ['software (admin)'];
 
         admin.post(
