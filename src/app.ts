@@ -27,6 +27,7 @@ import { FileService } from './modules/files/service.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { SharedLimits } from './shared-limits.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppDeps {
@@ -63,6 +64,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   const db = database.db;
   const files = new FileService(db, storage);
+  const limits = new SharedLimits(db);
   const ctx: AppContext = {
     config,
     db,
@@ -72,8 +74,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     auth: new AuthService(db, config.appName),
     files,
     downloads: new DownloadService(db, storage, files),
+    limits,
     devices: new DeviceService(
       db,
+      limits,
       { flushMs: config.heartbeatFlushMs, devicesPerAddressHour: config.devicesPerAddressHour },
       (err) => server.log.error({ err }, 'heartbeat flush failed'),
     ),

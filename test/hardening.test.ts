@@ -347,14 +347,18 @@ describe('class 6: device table flood', () => {
   });
 
   it('starts a new bound each hour', async () => {
-    const devices = t.app.ctx.devices;
-    const hour = new Date('2026-11-23T10:00:00Z');
-    const later = new Date('2026-11-23T11:00:00Z');
-    const beat = (n: number) => ({ deviceId: `hourly-${n}`, ip: '192.0.2.99' });
-    // The app's bound is the default (2,000 a client address).
-    for (let n = 0; n < 2000; n++) expect(devices.admits(beat(n), hour)).toBe(true);
-    expect(await devices.admits(beat(2000), hour)).toBe(false);
-    expect(devices.admits(beat(2000), later)).toBe(true);
+    const bounded = await buildTestApp({ DEVICES_PER_IP_HOUR: '3' });
+    try {
+      const devices = bounded.app.ctx.devices;
+      const hour = new Date('2026-11-23T10:00:00Z');
+      const later = new Date('2026-11-23T11:00:00Z');
+      const beat = (n: number) => ({ deviceId: `hourly-${n}`, ip: '192.0.2.99' });
+      for (let n = 0; n < 3; n++) expect(await devices.admits(beat(n), hour)).toBe(true);
+      expect(await devices.admits(beat(3), hour)).toBe(false);
+      expect(await devices.admits(beat(3), later)).toBe(true);
+    } finally {
+      await bounded.close();
+    }
   });
 });
 

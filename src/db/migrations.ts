@@ -247,8 +247,11 @@ const m002Catalogue: Migration = {
   },
 };
 
-/** Team accounts: roles (existing administrators become owners), disabling, TOTP second factor. */
-const m004Accounts: Migration = {
+/**
+ * Operations: team accounts (roles, existing administrators become owners; disabling; TOTP second
+ * factor) and per-client bounds counted in the shared database.
+ */
+const m004Operations: Migration = {
   async up(db: Kysely<unknown>) {
     await db.schema
       .alterTable('users')
@@ -269,13 +272,28 @@ const m004Accounts: Migration = {
       .alterTable('api_tokens')
       .addColumn('role', 'text', (c) => c.notNull().defaultTo('owner'))
       .execute();
+    await db.schema
+      .createTable('rate_counters')
+      .addColumn('key', 'text', (c) => c.notNull())
+      .addColumn('window_start', 'bigint', (c) => c.notNull())
+      .addColumn('window_end', 'bigint', (c) => c.notNull())
+      .addColumn('count', 'integer', (c) => c.notNull())
+      .addPrimaryKeyConstraint('rate_counters_pk', ['key', 'window_start'])
+      .execute();
+    await db.schema
+      .createTable('hourly_members')
+      .addColumn('key', 'text', (c) => c.notNull())
+      .addColumn('hour_start', 'bigint', (c) => c.notNull())
+      .addColumn('member', 'text', (c) => c.notNull())
+      .addPrimaryKeyConstraint('hourly_members_pk', ['key', 'hour_start', 'member'])
+      .execute();
   },
 };
 
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
-  '004_accounts': m004Accounts,
+  '004_operations': m004Operations,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -185,10 +185,27 @@ export interface ContentStateTable {
   version: number;
 }
 
+/** One fixed window of a per-client counter shared by every instance (src/shared-limits.ts). */
+export interface RateCountersTable {
+  key: string;
+  windowStart: number;
+  windowEnd: number;
+  count: number;
+}
+
+/** Members of a per-client set for one clock hour, shared by every instance (src/shared-limits.ts). */
+export interface HourlyMembersTable {
+  key: string;
+  hourStart: number;
+  member: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
   apiTokens: ApiTokensTable;
+  rateCounters: RateCountersTable;
+  hourlyMembers: HourlyMembersTable;
   files: FilesTable;
   softwarePackages: SoftwarePackagesTable;
   softwareVersions: SoftwareVersionsTable;

@@ -46,6 +46,8 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         await open.register(rateLimit, {
           max: ctx.config.loginRateLimit,
           timeWindow: '1 minute',
+          // Counted in the shared database: N instances do not multiply the bound by N.
+          store: ctx.limits.rateLimitStore('login'),
         });
         open.post(
           '/api/admin/login',

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../../db/index.js';
 import type { DeviceRow } from '../../db/schema.js';
+import type { SharedLimits } from '../../shared-limits.js';
 
 export const OFFLINE_AFTER_MS = 3 * 60 * 1000;
 
@@ -29,32 +30,31 @@ const BATCH_ROWS = 1000;
 const HOUR_MS = 3600_000;
 
 /**
- * The devices each client address beat for in the current clock hour, up to `perAddress` of them.
- * An internet café behind one address fits; a flood of made-up ids from one address does not.
+ * The devices this instance admitted per client address in the current clock hour: a cache of the
+ * shared sets (src/shared-limits.ts), so a device costs a database round trip once an hour.
  */
-class AddressWindow {
+class AdmittedThisHour {
   private hour = -1;
   private readonly byAddress = new Map<string, Set<string>>();
 
-  constructor(private readonly perAddress: number) {}
-
-  /** Whether `deviceId` is within its address's bound for the hour of `at` (counting it when new). */
-  admits(ip: string, deviceId: string, at: Date): boolean {
-    if (this.perAddress === 0) return true;
+  private current(at: Date): Map<string, Set<string>> {
     const hour = Math.floor(at.getTime() / HOUR_MS);
     if (hour !== this.hour) {
       this.byAddress.clear();
       this.hour = hour;
     }
-    let seen = this.byAddress.get(ip);
-    if (seen === undefined) {
-      seen = new Set();
-      this.byAddress.set(ip, seen);
-    }
-    if (seen.has(deviceId)) return true;
-    if (seen.size >= this.perAddress) return false;
-    seen.add(deviceId);
-    return true;
+    return this.byAddress;
+  }
+
+  has(ip: string, deviceId: string, at: Date): boolean {
+    return this.current(at).get(ip)?.has(deviceId) ?? false;
+  }
+
+  add(ip: string, deviceId: string, at: Date): void {
+    const byAddress = this.current(at);
+    const seen = byAddress.get(ip);
+    if (seen === undefined) byAddress.set(ip, new Set([deviceId]));
+    else seen.add(deviceId);
   }
 }
 
@@ -66,31 +66,41 @@ export class DeviceService {
   private pending = new Map<string, Pending>();
   private flushing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
-  private readonly window: AddressWindow;
+  private readonly admitted = new AdmittedThisHour();
+  private readonly devicesPerAddressHour: number;
 
   constructor(
     private readonly db: Db,
+    private readonly limits: SharedLimits,
     options: { flushMs: number; devicesPerAddressHour: number },
     private readonly onError: (err: unknown) => void,
   ) {
-    this.window = new AddressWindow(options.devicesPerAddressHour);
+    this.devicesPerAddressHour = options.devicesPerAddressHour;
     this.timer = setInterval(() => void this.flush().catch(this.onError), options.flushMs);
     this.timer.unref();
   }
 
   /**
-   * Whether a heartbeat may be recorded: its device is within its address's hourly bound of
-   * devices, or is already known (a device that beat before keeps beating whatever the bound).
-   * Answers synchronously in the common case; only a device over the bound costs a look-up.
+   * Whether a heartbeat may be recorded: its device is among the first `devicesPerAddressHour`
+   * devices of its client address this clock hour, counted across instances, or is already known (a
+   * device that beat before keeps beating whatever the bound). Synchronous once a device was
+   * admitted this hour; its first beat of the hour costs a round trip to the shared set.
    */
   admits(beat: Heartbeat, at = new Date()): boolean | Promise<boolean> {
-    if (this.window.admits(beat.ip, beat.deviceId, at) || this.pending.has(beat.deviceId)) return true;
-    return this.db
-      .selectFrom('devices')
-      .select('deviceId')
-      .where('deviceId', '=', beat.deviceId)
-      .executeTakeFirst()
-      .then((row) => row !== undefined);
+    const bound = this.devicesPerAddressHour;
+    if (bound === 0 || this.admitted.has(beat.ip, beat.deviceId, at) || this.pending.has(beat.deviceId)) return true;
+    return this.limits.admitToHourlySet(`devices:${beat.ip}`, beat.deviceId, bound, at.getTime()).then(async (ok) => {
+      if (ok) {
+        this.admitted.add(beat.ip, beat.deviceId, at);
+        return true;
+      }
+      const known = await this.db
+        .selectFrom('devices')
+        .select('deviceId')
+        .where('deviceId', '=', beat.deviceId)
+        .executeTakeFirst();
+      return known !== undefined;
+    });
   }
 
   record(beat: Heartbeat, at = new Date()): void {
