@@ -1,7 +1,12 @@
+import { generateKeyPairSync } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followRotation, type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 import { bucketOf } from './helpers/bucket.js';
+import { ConfigError } from '../src/config.js';
+import { Signer } from '../src/signing.js';
 
 let t: TestApp;
 let file: { filePath: string; sha256: string };
@@ -352,6 +357,28 @@ describe('signed answers', () => {
       },
     };
     expect(followRotation(pinned, [forged]).map((k) => k.keyId)).toEqual([pinned[0]!.keyId]);
+  });
+
+  it('SIGNING_KEY_FILE: answers are signed with that key; rotation is done by replacing the file', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const keyFile = path.join(t.dir, 'signing.pem');
+    fs.writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    const other = await buildTestApp({ SIGNING_KEY_FILE: keyFile });
+    try {
+      const listed = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
+      const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
+      expect(listed).toMatchObject([{ publicKey: raw, status: 'active', endorsement: null }]);
+      const res = await other.inject('/api/software');
+      expect(verifyAnswer(res.rawPayload, res.headers['x-signature'] as string, listed)).toBe(true);
+      expect((await admin(other, 'POST', '/api/admin/signing-keys/rotate')).statusCode).toBe(409);
+    } finally {
+      await other.close();
+    }
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' });
+    fs.writeFileSync(keyFile, rsa);
+    const signer = (keyFile: string) => new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    expect(() => signer(keyFile)).toThrow(/SIGNING_KEY_FILE .* not an Ed25519 key/);
+    expect(() => signer(path.join(t.dir, 'missing.pem'))).toThrow(ConfigError);
   });
 
   it('after the overlap only the new key signs, and the pinned launcher still verifies through the endorsement', async () => {
