@@ -170,6 +170,28 @@ describe('revocation', () => {
     expect((await admin(t, 'POST', '/api/software/versions/nope/revoke')).statusCode).toBe(404);
   });
 
+  it('the launcher package with nothing left: latest?info=1 is {available: false}, the download 404', async () => {
+    const other = await buildTestApp();
+    try {
+      const pkg = await createPackage(other, { slug: 'app-launcher', name: '启动器' });
+      const only = await createVersion(other, pkg.id, {
+        version: '1',
+        versionCode: 1,
+        downloadType: 'url',
+        externalUrl: 'https://x.test/1',
+      });
+      expect((await other.inject('/api/software/latest?info=1')).json()).toMatchObject({ available: true });
+      await admin(other, 'POST', `/api/software/versions/${only.id}/revoke`);
+      expect((await other.inject('/api/software/latest?info=1')).json()).toEqual({ available: false });
+      expect((await other.inject('/download/launcher')).statusCode).toBe(404);
+      expect((await other.inject('/api/software/latest')).statusCode).toBe(404);
+      const cors = await other.inject({ url: '/api/software', headers: { origin: 'https://site.example.test' } });
+      expect(cors.headers['access-control-expose-headers']).toContain('X-Signature');
+    } finally {
+      await other.close();
+    }
+  });
+
   it('a package with nothing left answers as one without versions', async () => {
     const pkg = await createPackage(t, { slug: 'rs-launcher-empty', name: '空' });
     const only = await createVersion(t, pkg.id, version(5));
