@@ -24,10 +24,12 @@ import { DeviceService } from './modules/devices/service.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { fileRoutes } from './modules/files/routes.js';
 import { FileService } from './modules/files/service.js';
+import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { SharedLimits } from './shared-limits.js';
+import { Signer } from './signing.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppDeps {
@@ -64,13 +66,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   const db = database.db;
   const files = new FileService(db, storage);
+  const cache = new ContentCache(db, config.cacheCheckMs);
+  const signer = new Signer(db, cache, { keyFile: config.signingKeyFile, overlapDays: config.signingOverlapDays });
+  await signer.init();
   const limits = new SharedLimits(db);
   const ctx: AppContext = {
     config,
     db,
     engine: database.engine,
     storage,
-    cache: new ContentCache(db, config.cacheCheckMs),
+    cache,
+    signer,
     auth: new AuthService(db, config.appName),
     files,
     downloads: new DownloadService(db, storage, files),
@@ -90,7 +96,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(cookie);
   const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());
   // A malformed preflight gets the preflight headers rather than the plugin's text/plain 400.
-  await server.register(cors, { origin: config.corsOrigin === '*' ? '*' : corsOrigins, strictPreflight: false });
+  await server.register(cors, {
+    origin: config.corsOrigin === '*' ? '*' : corsOrigins,
+    strictPreflight: false,
+    // A web page may verify signed answers too.
+    exposedHeaders: ['X-Signature'],
+  });
   server.addHook(
     'onRequest',
     originGuard(config.publicBaseUrl === null ? corsOrigins : [...corsOrigins, new URL(config.publicBaseUrl).origin]),
@@ -125,6 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(authRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
+  await server.register(signingRoutes(ctx));
   await server.register(addonRoutes(ctx));
   await server.register(contentRoutes(ctx));
   await server.register(deviceRoutes(ctx));

@@ -18,6 +18,9 @@ export interface Config {
   readonly heartbeatFlushMs: number;
   readonly cacheCheckMs: number;
   readonly loginRateLimit: number;
+  /** A PKCS#8 PEM Ed25519 key to sign answers with, instead of keys kept in the database. */
+  readonly signingKeyFile: string | null;
+  readonly signingOverlapDays: number;
   /** Distinct devices one client address may beat for per hour (0: no bound). */
   readonly devicesPerAddressHour: number;
   readonly timeouts: Timeouts;
@@ -174,5 +177,7 @@ export function loadConfig(env: Env = process.env): Config {
       idle: integer(env, 'IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
       request: integer(env, 'REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
     }),
+    signingKeyFile: env.SIGNING_KEY_FILE ? path.resolve(env.SIGNING_KEY_FILE) : null,
+    signingOverlapDays: integer(env, 'SIGNING_OVERLAP_DAYS', 30, 0, 3650),
   });
 }

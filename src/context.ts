@@ -6,6 +6,7 @@ import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
 import type { FileService } from './modules/files/service.js';
 import type { SharedLimits } from './shared-limits.js';
+import type { Signer } from './signing.js';
 import type { Storage } from './storage/storage.js';
 
 /** What every module is built from; passed explicitly, never hung on the Fastify instance. */
@@ -15,6 +16,7 @@ export interface AppContext {
   readonly engine: Engine;
   readonly storage: Storage;
   readonly cache: ContentCache;
+  readonly signer: Signer;
   readonly auth: AuthService;
   readonly files: FileService;
   readonly downloads: DownloadService;

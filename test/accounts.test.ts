@@ -61,6 +61,7 @@ describe('roles', () => {
       ['/api/banners', { imageUrl: '/a.png' }],
       ['/api/gallery', { imageUrl: '/a.png' }],
       ['/api/admin/users', { username: 'x', password: 'password', role: 'owner' }],
+      ['/api/admin/signing-keys/rotate', {}],
     ] as const) {
       const res = await as(publisher.cookie, 'POST', url, body);
       expect(res.statusCode, url).toBe(403);

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
+import { now } from '../../domain/clock.js';
 
 /*
  * The second factor: RFC 6238 TOTP (SHA-1, 6 digits, 30 s, what every authenticator app takes) with
@@ -26,7 +27,7 @@ export function newTotpSecret(label: string, issuer: string): { secret: string; 
  */
 export function acceptedStep(secret: string, code: string, lastStep: number | null): number | null {
   if (!/^\d{6}$/.test(code)) return null;
-  const at = Date.now();
+  const at = now();
   const delta = totp(secret, '', '').validate({ token: code, timestamp: at, window: 1 });
   if (delta === null) return null;
   const step = Math.floor(at / 1000 / PERIOD_S) + delta;
@@ -34,7 +35,7 @@ export function acceptedStep(secret: string, code: string, lastStep: number | nu
 }
 
 /** The code an authenticator shows at `at` (tests, and nothing else, need this). */
-export function totpCode(secret: string, at = Date.now()): string {
+export function totpCode(secret: string, at = now()): string {
   return totp(secret, '', '').generate({ timestamp: at });
 }
 
