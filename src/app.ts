@@ -20,6 +20,7 @@ import { contentRoutes } from './modules/content/routes.js';
 import { consoleRoutes } from './modules/console/routes.js';
 import { AuthService } from './modules/auth/service.js';
 import { deviceRoutes } from './modules/devices/routes.js';
+import { DeviceHousekeeping } from './modules/devices/housekeeping.js';
 import { DeviceService } from './modules/devices/service.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { fileRoutes } from './modules/files/routes.js';
@@ -81,6 +82,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     files,
     downloads: new DownloadService(db, storage, files),
     limits,
+    housekeeping: new DeviceHousekeeping(db, {
+      deviceDays: config.deviceRetentionDays,
+      ipDays: config.ipRetentionDays,
+    }),
     devices: new DeviceService(
       db,
       limits,
@@ -149,6 +154,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     server,
     ctx,
     async close() {
+      ctx.housekeeping.stop();
       await server.close();
       await ctx.devices.close();
     },

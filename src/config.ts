@@ -24,6 +24,9 @@ export interface Config {
   /** Distinct devices one client address may beat for per hour (0: no bound). */
   readonly devicesPerAddressHour: number;
   readonly timeouts: Timeouts;
+  /** Devices not seen for this many days are deleted; their stored IPs are blanked after `ipRetentionDays`. */
+  readonly deviceRetentionDays: number;
+  readonly ipRetentionDays: number;
 }
 
 /** How long a connection may take at each stage before the service drops it (milliseconds). */
@@ -171,6 +174,8 @@ export function loadConfig(env: Env = process.env): Config {
     cacheCheckMs: integer(env, 'CACHE_CHECK_MS', 1000, 10, 60_000),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 20, 1, 1_000_000),
     devicesPerAddressHour: integer(env, 'DEVICES_PER_IP_HOUR', 2000, 0, 100_000_000),
+    deviceRetentionDays: integer(env, 'DEVICE_RETENTION_DAYS', 90, 1, 36_500),
+    ipRetentionDays: integer(env, 'IP_RETENTION_DAYS', 30, 1, 36_500),
     timeouts: Object.freeze({
       headers: integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
       body: integer(env, 'BODY_TIMEOUT_MS', 10_000, 100, 600_000),

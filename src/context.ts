@@ -2,6 +2,7 @@ import type { ContentCache } from './cache.js';
 import type { Config } from './config.js';
 import type { Db, Engine } from './db/index.js';
 import type { AuthService } from './modules/auth/service.js';
+import type { DeviceHousekeeping } from './modules/devices/housekeeping.js';
 import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
 import type { FileService } from './modules/files/service.js';
@@ -21,5 +22,6 @@ export interface AppContext {
   readonly files: FileService;
   readonly downloads: DownloadService;
   readonly limits: SharedLimits;
+  readonly housekeeping: DeviceHousekeeping;
   readonly devices: DeviceService;
 }

@@ -33,6 +33,8 @@ async function main(): Promise<void> {
   const store = config.storage.kind === 'local' ? `folder ${config.storage.root}` : `s3://${config.storage.bucket}`;
   log.info(`database: ${where}; files: ${store}; admin console at /admin, API docs at /docs`);
   for (const warning of startupWarnings(config)) log.warn(warning);
+  // Retention and the online history: each instance tries every minute, one at a time runs.
+  app.ctx.housekeeping.start((err) => log.error({ err }, 'device housekeeping failed'));
 }
 
 main().catch((err: unknown) => {

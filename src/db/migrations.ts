@@ -309,7 +309,8 @@ const m003ReleaseSafety: Migration = {
 
 /**
  * Operations: team accounts (roles, existing administrators become owners; disabling; TOTP second
- * factor) and per-client bounds counted in the shared database.
+ * factor), per-client bounds counted in the shared database, the online-launcher time series and
+ * the lease that lets one instance at a time do housekeeping.
  */
 const m004Operations: Migration = {
   async up(db: Kysely<unknown>) {
@@ -346,6 +347,19 @@ const m004Operations: Migration = {
       .addColumn('hour_start', 'bigint', (c) => c.notNull())
       .addColumn('member', 'text', (c) => c.notNull())
       .addPrimaryKeyConstraint('hourly_members_pk', ['key', 'hour_start', 'member'])
+      .execute();
+    await db.schema
+      .createTable('device_samples')
+      .addColumn('at', 'text', (c) => c.notNull())
+      .addColumn('app_version', 'text', (c) => c.notNull())
+      .addColumn('online', 'integer', (c) => c.notNull())
+      .addPrimaryKeyConstraint('device_samples_pk', ['at', 'app_version'])
+      .execute();
+    await db.schema
+      .createTable('job_leases')
+      .addColumn('name', 'text', (c) => c.primaryKey())
+      .addColumn('holder', 'text', (c) => c.notNull())
+      .addColumn('expires_ms', 'bigint', (c) => c.notNull())
       .execute();
   },
 };

@@ -229,12 +229,28 @@ export interface HourlyMembersTable {
   member: string;
 }
 
+/** Online launchers by app version, one row per 5-minute slot and version (devices/housekeeping). */
+export interface DeviceSamplesTable {
+  at: string;
+  appVersion: string;
+  online: number;
+}
+
+/** A job that one instance at a time runs: whoever holds an unexpired lease. */
+export interface JobLeasesTable {
+  name: string;
+  holder: string;
+  expiresMs: number;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
   apiTokens: ApiTokensTable;
   rateCounters: RateCountersTable;
   hourlyMembers: HourlyMembersTable;
+  deviceSamples: DeviceSamplesTable;
+  jobLeases: JobLeasesTable;
   files: FilesTable;
   softwarePackages: SoftwarePackagesTable;
   softwareVersions: SoftwareVersionsTable;

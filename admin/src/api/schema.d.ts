@@ -887,6 +887,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/devices/online-history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Launchers online over the last `hours` (5-minute samples, by app version), with peak and average */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description integer 1..8784, default 24 */
+                    hours?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            average: number;
+                            peak: number;
+                            points: {
+                                at: string;
+                                byAppVersion: {
+                                    [key: string]: number;
+                                };
+                                online: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/devices/stats": {
         parameters: {
             query?: never;

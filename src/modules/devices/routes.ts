@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope, scoped } from '../../http/auth.js';
-import { AppError } from '../../http/errors.js';
+import { AppError, badRequest } from '../../http/errors.js';
 import { jsonBodyParser } from '../../http/input.js';
 import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, NullableString } from '../../http/schemas.js';
@@ -34,6 +34,18 @@ const Stats = Type.Object({
   total: Type.Integer(),
   onlineByAppVersion: Type.Array(Type.Object({ appVersion: Type.String(), count: Type.Integer() })),
   onlineByOs: Type.Array(Type.Object({ os: Type.String(), count: Type.Integer() })),
+});
+
+const OnlineHistory = Type.Object({
+  points: Type.Array(
+    Type.Object({
+      at: Type.String(),
+      online: Type.Integer(),
+      byAppVersion: Type.Record(Type.String(), Type.Integer()),
+    }),
+  ),
+  peak: Type.Integer(),
+  average: Type.Number(),
 });
 
 export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
@@ -81,6 +93,25 @@ export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             },
           },
           async () => devices.stats(),
+        );
+        admin.get(
+          '/api/admin/devices/online-history',
+          {
+            schema: {
+              tags: ['devices (admin)'],
+              summary:
+                'Launchers online over the last `hours` (5-minute samples, by app version), with peak and average',
+              querystring: Type.Object({
+                hours: Type.Optional(Type.String({ description: `integer 1..${24 * 366}, default 24` })),
+              }),
+              response: { 200: OnlineHistory, 400: ErrorResponse },
+            },
+          },
+          async (request) => {
+            const hours = integerQuery(request.query.hours, 'hours', 24, 1);
+            if (hours > 24 * 366) throw badRequest(`querystring.hours: must be an integer from 1 to ${24 * 366}`);
+            return ctx.housekeeping.history(hours);
+          },
         );
         admin.get(
           '/api/admin/devices',

@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Db } from '../../db/index.js';
+import { now as clockNow } from '../../domain/clock.js';
+import { OFFLINE_AFTER_MS } from './service.js';
+
+const DAY_MS = 24 * 3600 * 1000;
+/** Online launchers are sampled on this grid (UTC). */
+export const SAMPLE_EVERY_MS = 5 * 60 * 1000;
+/** A lease outlives a run by far; a crashed holder's lease lapses within it. */
+const LEASE_MS = 4 * 60 * 1000;
+const JOB = 'device-housekeeping';
+
+export interface Retention {
+  /** Devices not seen for this long are deleted, with their samples and version history. */
+  deviceDays: number;
+  /** Stored client addresses of devices not seen for this long are blanked. */
+  ipDays: number;
+}
+
+/**
+ * Launcher data kept no longer than needed, and the online history the dashboard charts: on one
+ * instance at a time (a lease in the shared database), every run samples online launchers by app
+ * version into the current 5-minute slot and applies the retention periods. Time is an input.
+ */
+export class DeviceHousekeeping {
+  private readonly holder = randomUUID();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly retention: Retention,
+  ) {}
+
+  /** Runs every minute from now on (each instance tries; the lease lets one through). */
+  start(onError: (err: unknown) => void): void {
+    this.timer = setInterval(() => void this.run().catch(onError), 60_000);
+    this.timer.unref();
+    void this.run().catch(onError);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** One run at `at`; answers false when another instance holds the lease. */
+  async run(at = clockNow()): Promise<boolean> {
+    if (!(await this.lease(at))) return false;
+    await this.sample(at);
+    const devicesBefore = new Date(at - this.retention.deviceDays * DAY_MS).toISOString();
+    const ipsBefore = new Date(at - this.retention.ipDays * DAY_MS).toISOString();
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .deleteFrom('deviceVersions')
+        .where('lastSeenMs', '<', at - this.retention.deviceDays * DAY_MS)
+        .execute();
+      await trx.deleteFrom('devices').where('lastSeenAt', '<', devicesBefore).execute();
+      await trx
+        .updateTable('devices')
+        .set({ ip: null })
+        .where('lastSeenAt', '<', ipsBefore)
+        .where('ip', 'is not', null)
+        .execute();
+      await trx.deleteFrom('deviceSamples').where('at', '<', devicesBefore).execute();
+    });
+    return true;
+  }
+
+  /** Takes or renews the lease unless another holder's is still running. */
+  private async lease(at: number): Promise<boolean> {
+    await this.db
+      .insertInto('jobLeases')
+      .values({ name: JOB, holder: '', expiresMs: 0 })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
+    const taken = await this.db
+      .updateTable('jobLeases')
+      .set({ holder: this.holder, expiresMs: at + LEASE_MS })
+      .where('name', '=', JOB)
+      .where((eb) => eb.or([eb('holder', '=', this.holder), eb('expiresMs', '<=', at)]))
+      .executeTakeFirst();
+    return taken.numUpdatedRows > 0n;
+  }
+
+  /** Online launchers by app version into the 5-minute slot of `at` (once per slot). */
+  private async sample(at: number): Promise<void> {
+    const slot = new Date(Math.floor(at / SAMPLE_EVERY_MS) * SAMPLE_EVERY_MS).toISOString();
+    const since = new Date(at - OFFLINE_AFTER_MS).toISOString();
+    const rows = await this.db
+      .selectFrom('devices')
+      .select((eb) => [sql<string>`coalesce(app_version, '')`.as('appVersion'), eb.fn.countAll<number>().as('online')])
+      .where('lastSeenAt', '>=', since)
+      .groupBy('appVersion')
+      .execute();
+    const values = rows.map((r) => ({ at: slot, appVersion: r.appVersion, online: Number(r.online) }));
+    // An empty slot is recorded too: "nobody online" is a point of the chart.
+    if (values.length === 0) values.push({ at: slot, appVersion: '', online: 0 });
+    await this.db
+      .insertInto('deviceSamples')
+      .values(values)
+      .onConflict((oc) => oc.columns(['at', 'appVersion']).doNothing())
+      .execute();
+  }
+
+  /**
+   * Online launchers over the last `hours`, one point per sample slot (total and by app version),
+   * with the peak and the average of the totals.
+   */
+  async history(hours: number, at = clockNow()) {
+    const since = new Date(at - hours * 3600 * 1000).toISOString();
+    const rows = await this.db
+      .selectFrom('deviceSamples')
+      .select(['at', 'appVersion', 'online'])
+      .where('at', '>=', since)
+      .orderBy('at')
+      .orderBy('appVersion')
+      .execute();
+    const points = new Map<string, { at: string; online: number; byAppVersion: Record<string, number> }>();
+    for (const row of rows) {
+      const point = points.get(row.at) ?? { at: row.at, online: 0, byAppVersion: {} };
+      point.online += row.online;
+      if (row.online > 0) point.byAppVersion[row.appVersion] = row.online;
+      points.set(row.at, point);
+    }
+    const series = [...points.values()];
+    const totals = series.map((p) => p.online);
+    return {
+      points: series,
+      peak: totals.length === 0 ? 0 : Math.max(...totals),
+      average: totals.length === 0 ? 0 : Math.round((totals.reduce((a, b) => a + b, 0) / totals.length) * 10) / 10,
+    };
+  }
+}
