@@ -7,6 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import { ContentCache } from './cache.js';
 import type { Config } from './config.js';
+import { installAudit } from './audit.js';
 import type { AppContext } from './context.js';
 import type { DatabaseHandle } from './db/index.js';
 import { originGuard } from './http/auth.js';
@@ -97,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installErrorHandling(server);
   installBodyDeadline(server, config.timeouts.body);
   installInputChecks(server);
+  installAudit(server, db);
   server.decorateRequest('admin', null);
   await server.register(cookie);
   const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { recordAudit } from './audit.js';
 import { isUniqueViolation } from './db/errors.js';
 import type { Db } from './db/index.js';
 import { now } from './domain/clock.js';
@@ -55,7 +56,11 @@ export class ContentCache {
   async commit<T>(work: (trx: Db) => Promise<T>): Promise<T> {
     let result: T;
     try {
-      result = await this.db.transaction().execute(work);
+      result = await this.db.transaction().execute(async (trx) => {
+        const done = await work(trx);
+        await recordAudit(trx);
+        return done;
+      });
     } catch (err) {
       if (isUniqueViolation(err)) throw conflict('slug already exists');
       throw err;

@@ -309,8 +309,8 @@ const m003ReleaseSafety: Migration = {
 
 /**
  * Operations: team accounts (roles, existing administrators become owners; disabling; TOTP second
- * factor), per-client bounds counted in the shared database, the online-launcher time series and
- * the lease that lets one instance at a time do housekeeping.
+ * factor), per-client bounds counted in the shared database, the online-launcher time series, the
+ * lease that lets one instance at a time do housekeeping, and the audit log.
  */
 const m004Operations: Migration = {
   async up(db: Kysely<unknown>) {
@@ -355,6 +355,21 @@ const m004Operations: Migration = {
       .addColumn('online', 'integer', (c) => c.notNull())
       .addPrimaryKeyConstraint('device_samples_pk', ['at', 'app_version'])
       .execute();
+    await db.schema
+      .createTable('audit_log')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('at', 'text', (c) => c.notNull())
+      .addColumn('actor', 'text', (c) => c.notNull())
+      .addColumn('token_name', 'text')
+      .addColumn('ip', 'text', (c) => c.notNull())
+      .addColumn('action', 'text', (c) => c.notNull())
+      .addColumn('target_type', 'text', (c) => c.notNull())
+      .addColumn('target_id', 'text')
+      .addColumn('changes', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('audit_log_at_idx').on('audit_log').columns(['at', 'id']).execute();
+    await db.schema.createIndex('audit_log_actor_idx').on('audit_log').columns(['actor', 'at']).execute();
+    await db.schema.createIndex('audit_log_target_idx').on('audit_log').columns(['target_id', 'at']).execute();
     await db.schema
       .createTable('job_leases')
       .addColumn('name', 'text', (c) => c.primaryKey())

@@ -243,6 +243,22 @@ export interface JobLeasesTable {
   expiresMs: number;
 }
 
+/** One administrator change, login or logout (src/audit.ts). */
+export interface AuditLogTable {
+  id: string;
+  at: string;
+  /** The account (or, for a login, the name tried). */
+  actor: string;
+  /** The API token the account acted through, if any. */
+  tokenName: string | null;
+  ip: string;
+  action: string;
+  targetType: string;
+  targetId: string | null;
+  /** JSON of the fields sent, secrets replaced. */
+  changes: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -251,6 +267,7 @@ export interface Database {
   hourlyMembers: HourlyMembersTable;
   deviceSamples: DeviceSamplesTable;
   jobLeases: JobLeasesTable;
+  auditLog: AuditLogTable;
   files: FilesTable;
   softwarePackages: SoftwarePackagesTable;
   softwareVersions: SoftwareVersionsTable;

@@ -2,9 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import rateLimit from '@fastify/rate-limit';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
+import { readAudit } from '../../audit.js';
 import { ROLES } from '../../domain/roles.js';
 import { adminScope, currentAdmin, ownerOnly, scoped, SESSION_COOKIE, sessionToken } from '../../http/auth.js';
 import { badRequest } from '../../http/errors.js';
+import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, IdParams, NullableString, OkResponse, StringEnum } from '../../http/schemas.js';
 import { SESSION_IDLE_MS } from './service.js';
 
@@ -29,6 +31,17 @@ const Account = Type.Object({
   totpEnabled: Type.Boolean(),
   createdAt: Type.String(),
   updatedAt: Type.String(),
+});
+const AuditRecord = Type.Object({
+  id: Type.String(),
+  at: Type.String(),
+  actor: Type.String(),
+  tokenName: NullableString(),
+  ip: Type.String(),
+  action: Type.String(),
+  targetType: Type.String(),
+  targetId: NullableString(),
+  changes: Type.Record(Type.String(), Type.Unknown()),
 });
 const MIN_PASSWORD = 6;
 const Password = Type.String({
@@ -262,6 +275,36 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             },
           },
           async (request) => auth.updateAccount(request.params.id, request.body),
+        );
+        owner.get(
+          '/api/admin/audit',
+          {
+            schema: {
+              tags: ['admin'],
+              summary: 'Audit log, newest first (owner): every administrator change, login and logout',
+              querystring: Type.Object({
+                limit: Type.Optional(Type.String({ description: 'integer 1..500, default 50' })),
+                before: Type.Optional(Type.String({ description: 'ISO 8601: records before this time (paging)' })),
+                actor: Type.Optional(Type.String({ maxLength: 200, description: 'account name' })),
+                target: Type.Optional(Type.String({ maxLength: 200, description: 'target id or type' })),
+              }),
+              response: { 200: Type.Array(AuditRecord), 400: ErrorResponse, 403: ErrorResponse },
+            },
+          },
+          async (request) => {
+            const { before, actor, target } = request.query;
+            const limit = integerQuery(request.query.limit, 'limit', 50, 1);
+            if (limit > 500) throw badRequest('querystring.limit: must be an integer from 1 to 500');
+            if (before !== undefined && Number.isNaN(Date.parse(before))) {
+              throw badRequest('querystring.before: must be an ISO 8601 time');
+            }
+            return readAudit(ctx.db, {
+              limit,
+              before: before === undefined ? null : new Date(before).toISOString(),
+              actor: actor ?? null,
+              target: target ?? null,
+            });
+          },
         );
       }),
     );

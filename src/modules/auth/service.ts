@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import { recordAudit } from '../../audit.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import type { Db } from '../../db/index.js';
 import type { UsersTable } from '../../db/schema.js';
@@ -18,6 +19,8 @@ export interface AdminUser {
   id: string;
   username: string;
   role: Role;
+  /** The API token the request authenticated with, if any (for the audit log). */
+  tokenName?: string;
 }
 
 export interface ApiTokenInfo {
@@ -107,7 +110,7 @@ export class AuthService {
     const row = await this.db.selectFrom('users').selectAll().where('username', '=', username).executeTakeFirst();
     // Verify against a dummy hash when the user is unknown so timing does not reveal usernames.
     const ok = await verifyPassword(password, row?.passwordHash ?? DUMMY_HASH);
-    if (!row || !ok || row.disabled === 1) throw unauthorized(WRONG_LOGIN);
+    if (!row || !ok || row.disabled === 1) return this.loginFailed(username, unauthorized(WRONG_LOGIN));
     if (row.totpEnabled === 1) {
       if (totp === undefined || totp === '') {
         throw new AppError(401, 'a code from the authenticator app (or a recovery code) is required', {
@@ -115,16 +118,28 @@ export class AuthService {
         });
       }
       if (!(await this.useSecondFactor(row, totp))) {
-        throw new AppError(401, 'wrong authenticator or recovery code', { totpRequired: true });
+        return this.loginFailed(
+          username,
+          new AppError(401, 'wrong authenticator or recovery code', { totpRequired: true }),
+        );
       }
     }
     const token = newToken();
     const now = nowIso();
-    await this.db
-      .insertInto('sessions')
-      .values({ id: newId(), userId: row.id, tokenHash: hashToken(token), createdAt: now, lastSeenAt: now })
-      .execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('sessions')
+        .values({ id: newId(), userId: row.id, tokenHash: hashToken(token), createdAt: now, lastSeenAt: now })
+        .execute();
+      await recordAudit(trx, { action: 'login', actor: row.username });
+    });
     return { user: { id: row.id, username: row.username, role: roleOf(row.role) }, token };
+  }
+
+  /** Records a failed login under the name tried, then fails with `error`. */
+  private async loginFailed(username: string, error: AppError): Promise<never> {
+    await recordAudit(this.db, { action: 'login.failed', actor: username });
+    throw error;
   }
 
   /** Accepts a TOTP code (each time step once) or consumes a recovery code; atomic against replays. */
@@ -152,7 +167,16 @@ export class AuthService {
   }
 
   async logout(sessionToken: string): Promise<void> {
-    await this.db.deleteFrom('sessions').where('tokenHash', '=', hashToken(sessionToken)).execute();
+    const owner = await this.db
+      .selectFrom('sessions')
+      .innerJoin('users', 'users.id', 'sessions.userId')
+      .select('users.username')
+      .where('sessions.tokenHash', '=', hashToken(sessionToken))
+      .executeTakeFirst();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('sessions').where('tokenHash', '=', hashToken(sessionToken)).execute();
+      if (owner) await recordAudit(trx, { action: 'logout', actor: owner.username });
+    });
   }
 
   /** The user a session cookie belongs to, or null when it is unknown, idle for too long or disabled. */
@@ -185,6 +209,7 @@ export class AuthService {
         'apiTokens.id as tokenId',
         'apiTokens.lastUsedAt',
         'apiTokens.role as tokenRole',
+        'apiTokens.name as tokenName',
         'users.id',
         'users.username',
         'users.role',
@@ -196,7 +221,12 @@ export class AuthService {
     if (row.lastUsedAt === null || Date.now() - Date.parse(row.lastUsedAt) > TOUCH_AFTER_MS) {
       await this.db.updateTable('apiTokens').set({ lastUsedAt: nowIso() }).where('id', '=', row.tokenId).execute();
     }
-    return { id: row.id, username: row.username, role: tokenRole(roleOf(row.role), roleOf(row.tokenRole)) };
+    return {
+      id: row.id,
+      username: row.username,
+      role: tokenRole(roleOf(row.role), roleOf(row.tokenRole)),
+      tokenName: row.tokenName,
+    };
   }
 
   /** Checks the current password, stores the new one and revokes every other session of the user. */
@@ -210,6 +240,7 @@ export class AuthService {
       let revoke = trx.deleteFrom('sessions').where('userId', '=', userId);
       if (keepSession !== null) revoke = revoke.where('tokenHash', '!=', hashToken(keepSession));
       await revoke.execute();
+      await recordAudit(trx);
     });
   }
 
@@ -230,7 +261,10 @@ export class AuthService {
       createdAt: nowIso(),
       lastUsedAt: null,
     };
-    await this.db.insertInto('apiTokens').values(row).execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.insertInto('apiTokens').values(row).execute();
+      await recordAudit(trx);
+    });
     return { id: row.id, name, role, token, createdAt: row.createdAt, lastUsedAt: null };
   }
 
@@ -246,10 +280,13 @@ export class AuthService {
 
   /** Revokes a token: any for an owner, one's own for anyone else (others' are "not found"). */
   async deleteApiToken(user: AdminUser, id: string): Promise<void> {
-    let query = this.db.deleteFrom('apiTokens').where('id', '=', id);
-    if (user.role !== 'owner') query = query.where('userId', '=', user.id);
-    const result = await query.executeTakeFirst();
-    if (result.numDeletedRows === 0n) throw notFound('token not found');
+    await this.db.transaction().execute(async (trx) => {
+      let query = trx.deleteFrom('apiTokens').where('id', '=', id);
+      if (user.role !== 'owner') query = query.where('userId', '=', user.id);
+      const result = await query.executeTakeFirst();
+      if (result.numDeletedRows === 0n) throw notFound('token not found');
+      await recordAudit(trx);
+    });
   }
 
   async listAccounts(): Promise<Account[]> {
@@ -273,7 +310,10 @@ export class AuthService {
       updatedAt: now,
     };
     try {
-      await this.db.insertInto('users').values(row).execute();
+      await this.db.transaction().execute(async (trx) => {
+        await trx.insertInto('users').values(row).execute();
+        await recordAudit(trx);
+      });
     } catch (err) {
       if (isUniqueViolation(err)) throw conflict(`username already exists: ${username}`);
       throw err;
@@ -317,6 +357,7 @@ export class AuthService {
       if (change.disabled === true || passwordHash !== undefined) {
         await trx.deleteFrom('sessions').where('userId', '=', id).execute();
       }
+      await recordAudit(trx);
       return trx.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     });
     return toAccount(row);
@@ -327,11 +368,14 @@ export class AuthService {
     const row = await this.db.selectFrom('users').select('totpEnabled').where('id', '=', user.id).executeTakeFirst();
     if (row?.totpEnabled === 1) throw conflict('two-factor authentication is already on; disable it first');
     const enrolment = newTotpSecret(user.username, this.issuer);
-    await this.db
-      .updateTable('users')
-      .set({ totpSecret: enrolment.secret, totpLastStep: null, updatedAt: nowIso() })
-      .where('id', '=', user.id)
-      .execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('users')
+        .set({ totpSecret: enrolment.secret, totpLastStep: null, updatedAt: nowIso() })
+        .where('id', '=', user.id)
+        .execute();
+      await recordAudit(trx);
+    });
     return enrolment;
   }
 
@@ -343,11 +387,19 @@ export class AuthService {
     const step = acceptedStep(row.totpSecret, code.trim(), null);
     if (step === null) throw badRequest('body.code: is not the current code of the authenticator app');
     const recovery = newRecoveryCodes();
-    await this.db
-      .updateTable('users')
-      .set({ totpEnabled: 1, totpLastStep: step, recoveryCodes: JSON.stringify(recovery.hashes), updatedAt: nowIso() })
-      .where('id', '=', user.id)
-      .execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('users')
+        .set({
+          totpEnabled: 1,
+          totpLastStep: step,
+          recoveryCodes: JSON.stringify(recovery.hashes),
+          updatedAt: nowIso(),
+        })
+        .where('id', '=', user.id)
+        .execute();
+      await recordAudit(trx);
+    });
     return recovery.codes;
   }
 
@@ -355,11 +407,14 @@ export class AuthService {
   async disableTotp(user: AdminUser, password: string): Promise<void> {
     const row = await this.db.selectFrom('users').selectAll().where('id', '=', user.id).executeTakeFirstOrThrow();
     if (!(await verifyPassword(password, row.passwordHash))) throw forbidden('password is wrong');
-    await this.db
-      .updateTable('users')
-      .set({ totpSecret: null, totpEnabled: 0, totpLastStep: null, recoveryCodes: null, updatedAt: nowIso() })
-      .where('id', '=', user.id)
-      .execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('users')
+        .set({ totpSecret: null, totpEnabled: 0, totpLastStep: null, recoveryCodes: null, updatedAt: nowIso() })
+        .where('id', '=', user.id)
+        .execute();
+      await recordAudit(trx);
+    });
   }
 }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { recordAudit } from '../../audit.js';
 import type { Db } from '../../db/index.js';
 import { nowIso } from '../../domain/clock.js';
 import { badRequest } from '../../http/errors.js';
@@ -62,17 +63,20 @@ export class FileService {
   async upload(source: Readable, originalName: string, mimeType: string): Promise<UploadedFile> {
     const key = keyForUpload(originalName);
     const written = await this.storage.write(key, source, servedType(originalName).contentType);
-    await this.db
-      .insertInto('files')
-      .values({
-        key,
-        originalName,
-        size: written.size,
-        sha256: written.sha256,
-        contentType: mimeType,
-        createdAt: nowIso(),
-      })
-      .execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('files')
+        .values({
+          key,
+          originalName,
+          size: written.size,
+          sha256: written.sha256,
+          contentType: mimeType,
+          createdAt: nowIso(),
+        })
+        .execute();
+      await recordAudit(trx, { target: { type: 'files', id: filePathFromKey(key) } });
+    });
     return { filePath: filePathFromKey(key), originalName, ...written };
   }
 

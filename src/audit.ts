@@ -1,0 +1,142 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Db } from './db/index.js';
+import { newId, nowIso } from './domain/clock.js';
+
+/*
+ * The audit log: every administrator change (and login, logout, failed login) with when, who
+ * (account, or account and token name), from where, what (method and route), the target and the
+ * fields sent, secrets never. Each change's record is written in the change's own transaction, from
+ * the request it runs in (an AsyncLocalStorage context opened for every request that changes
+ * something), so there is no change without its record.
+ */
+
+/** Fields whose values never reach the log. */
+const SECRET_FIELDS: ReadonlySet<string> = new Set([
+  'password',
+  'currentPassword',
+  'newPassword',
+  'token',
+  'totp',
+  'code',
+  'secret',
+]);
+/** Long texts (article bodies) are kept short in the log. */
+const MAX_VALUE_CHARS = 200;
+
+interface AuditScope {
+  readonly request: FastifyRequest;
+  /** The id of this request's record once written (a create's target id is filled in afterwards). */
+  recordId: string | null;
+}
+
+const scopes = new AsyncLocalStorage<AuditScope>();
+
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The fields sent, secrets replaced and long values cut. */
+function changesOf(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return {};
+  const changes: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) {
+    if (SECRET_FIELDS.has(key)) changes[key] = '(secret)';
+    else if (typeof value === 'string' && value.length > MAX_VALUE_CHARS)
+      changes[key] = `${value.slice(0, MAX_VALUE_CHARS)}…`;
+    else changes[key] = value;
+  }
+  return changes;
+}
+
+/** `/api/software/versions/:versionId/revoke` → target type `versions`, id from `versionId`. */
+function targetOf(request: FastifyRequest): { type: string; id: string | null } {
+  const route = request.routeOptions.url ?? request.url;
+  const segments = route.split('/').filter((s) => s !== '' && s !== 'api' && s !== 'admin');
+  const param = segments.findIndex((s) => s.startsWith(':'));
+  const type = param > 0 ? (segments[param - 1] ?? '') : (segments[0] ?? '');
+  const params = (request.params ?? {}) as Record<string, string>;
+  const name = param >= 0 ? segments[param]?.slice(1) : undefined;
+  return { type, id: name !== undefined ? (params[name] ?? null) : null };
+}
+
+export interface AuditEvent {
+  /** Defaults to `METHOD /route`. */
+  action?: string;
+  /** Defaults to the authenticated administrator; a login names the account it tried. */
+  actor?: string;
+  /** Defaults to what the route names (e.g. `versions` and the `:versionId` parameter). */
+  target?: { type: string; id: string };
+}
+
+/**
+ * Writes the record of the current request's change with `trx` (the change's transaction). Outside
+ * a request that changes something (a timer, a test calling a service), nothing is recorded.
+ */
+export async function recordAudit(trx: Db, event: AuditEvent = {}): Promise<void> {
+  const scope = scopes.getStore();
+  if (scope === undefined) return;
+  const { request } = scope;
+  const admin = request.admin;
+  const actor = event.actor ?? (admin === null ? 'anonymous' : admin.username);
+  const target = event.target ?? targetOf(request);
+  const id = newId();
+  await trx
+    .insertInto('auditLog')
+    .values({
+      id,
+      at: nowIso(),
+      actor,
+      tokenName: admin?.tokenName ?? null,
+      ip: request.ip,
+      action: event.action ?? `${request.method} ${request.routeOptions.url ?? request.url}`,
+      targetType: target.type,
+      targetId: target.id,
+      changes: JSON.stringify(changesOf(request.body)),
+    })
+    .execute();
+  scope.recordId = id;
+}
+
+/**
+ * Opens the audit scope of every request that may change something, and fills in the target id of
+ * a create (201) from its answer once it is known.
+ */
+export function installAudit(app: FastifyInstance, db: Db): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (SAFE_METHODS.has(request.method)) return done();
+    scopes.run({ request, recordId: null }, done);
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    const scope = scopes.getStore();
+    if (scope?.recordId == null || reply.statusCode !== 201 || typeof payload !== 'string') return payload;
+    const id = (JSON.parse(payload) as { id?: unknown }).id;
+    if (typeof id === 'string') {
+      await db
+        .updateTable('auditLog')
+        .set({ targetId: id })
+        .where('id', '=', scope.recordId)
+        .where('targetId', 'is', null)
+        .execute();
+    }
+    return payload;
+  });
+}
+
+export interface AuditQuery {
+  limit: number;
+  before: string | null;
+  actor: string | null;
+  target: string | null;
+}
+
+/** Newest first; `before` pages by time, `actor` by account, `target` by target id or type. */
+export async function readAudit(db: Db, query: AuditQuery) {
+  let q = db.selectFrom('auditLog').selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(query.limit);
+  if (query.before !== null) q = q.where('at', '<', query.before);
+  if (query.actor !== null) q = q.where('actor', '=', query.actor);
+  if (query.target !== null) {
+    const target = query.target;
+    q = q.where((eb) => eb.or([eb('targetId', '=', target), eb('targetType', '=', target)]));
+  }
+  const rows = await q.execute();
+  return rows.map((row) => ({ ...row, changes: JSON.parse(row.changes) as Record<string, unknown> }));
+}

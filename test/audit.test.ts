@@ -1,0 +1,152 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admin, ADMIN, buildTestApp, login, multipartBody, type TestApp } from './helpers/app.js';
+
+/*
+ * The audit log (issue 12): every administrator change, login, logout and failed login, with who,
+ * from where, what and which fields (secrets never), written in the change's own transaction.
+ */
+
+interface AuditJson {
+  id: string;
+  at: string;
+  actor: string;
+  tokenName: string | null;
+  ip: string;
+  action: string;
+  targetType: string;
+  targetId: string | null;
+  changes: Record<string, unknown>;
+}
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await buildTestApp();
+});
+afterAll(() => t.close());
+
+async function audit(query = ''): Promise<AuditJson[]> {
+  const res = await admin(t, 'GET', `/api/admin/audit${query}`);
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json<AuditJson[]>();
+}
+
+describe('audit log', () => {
+  it('records a create with its new id, an update with its target, and the fields sent', async () => {
+    const pkg = (await admin(t, 'POST', '/api/software', { slug: 'audited', name: '审计', nameEn: 'Audited' })).json<{
+      id: string;
+    }>();
+    await admin(t, 'PUT', `/api/software/${pkg.id}`, { nameEn: 'Audited twice' });
+    const [update, create] = await audit('?limit=2');
+    expect(create).toMatchObject({
+      actor: ADMIN.username,
+      tokenName: null,
+      ip: '127.0.0.1',
+      action: 'POST /api/software',
+      targetType: 'software',
+      targetId: pkg.id,
+      changes: { slug: 'audited', name: '审计', nameEn: 'Audited' },
+    });
+    expect(update).toMatchObject({
+      action: 'PUT /api/software/:id',
+      targetType: 'software',
+      targetId: pkg.id,
+      changes: { nameEn: 'Audited twice' },
+    });
+    expect(Date.parse(update?.at ?? '')).toBeGreaterThanOrEqual(Date.parse(create?.at ?? ''));
+  });
+
+  it('records logins, failed logins (under the name tried), logouts and token use; secrets never', async () => {
+    const cookie = await login(t.app, ADMIN.username, ADMIN.password);
+    await t.inject({
+      method: 'POST',
+      url: '/api/admin/login',
+      payload: { username: 'intruder', password: 'guess-123' },
+    });
+    await t.inject({ method: 'POST', url: '/api/admin/logout', headers: { cookie } });
+    const token = (await admin(t, 'POST', '/api/admin/tokens', { name: 'ci-bot' })).json<{ token: string }>().token;
+    await t.inject({
+      method: 'POST',
+      url: '/api/banners',
+      headers: { authorization: `Bearer ${token}` },
+      payload: { imageUrl: '/uploads/2026-11/b.png' },
+    });
+    await admin(t, 'POST', '/api/admin/change-password', {
+      currentPassword: ADMIN.password,
+      newPassword: 'secret-new-password',
+    });
+    await admin(t, 'POST', '/api/admin/change-password', {
+      currentPassword: 'secret-new-password',
+      newPassword: ADMIN.password,
+    });
+    const records = await audit('?limit=20');
+    const actions = records.map((r) => `${r.action} ${r.actor}`);
+    expect(actions).toContain(`login ${ADMIN.username}`);
+    expect(actions).toContain('login.failed intruder');
+    expect(actions).toContain(`logout ${ADMIN.username}`);
+    expect(records.find((r) => r.action === 'POST /api/banners')).toMatchObject({
+      actor: ADMIN.username,
+      tokenName: 'ci-bot',
+    });
+    expect(records.find((r) => r.action === 'POST /api/admin/change-password')?.changes).toEqual({
+      currentPassword: '(secret)',
+      newPassword: '(secret)',
+    });
+    const everything = JSON.stringify(await audit('?limit=500'));
+    for (const secret of [ADMIN.password, 'secret-new-password', 'guess-123', token]) {
+      expect(everything).not.toContain(secret);
+    }
+  });
+
+  it('records uploads and account changes', async () => {
+    const { payload, headers } = multipartBody('setup.exe', 'bytes');
+    const uploaded = (
+      await t.inject({ method: 'POST', url: '/api/upload', headers: { ...headers, cookie: t.cookie }, payload })
+    ).json<{ filePath: string }>();
+    const user = (
+      await admin(t, 'POST', '/api/admin/users', { username: 'audited-editor', password: 'password-1', role: 'editor' })
+    ).json<{ id: string }>();
+    await admin(t, 'PUT', `/api/admin/users/${user.id}`, { role: 'publisher' });
+    const [roleChange, created, upload] = await audit('?limit=3');
+    expect(upload).toMatchObject({ action: 'POST /api/upload', targetType: 'files', targetId: uploaded.filePath });
+    expect(created).toMatchObject({
+      targetType: 'users',
+      targetId: user.id,
+      changes: { username: 'audited-editor', password: '(secret)', role: 'editor' },
+    });
+    expect(roleChange).toMatchObject({ targetId: user.id, changes: { role: 'publisher' } });
+  });
+
+  it('filters by actor and target, pages with before, and validates its query; owners only', async () => {
+    const pkg = (await admin(t, 'POST', '/api/software', { slug: 'paged', name: '分页' })).json<{ id: string }>();
+    await admin(t, 'PUT', `/api/software/${pkg.id}`, { nameEn: 'Paged' });
+    const byTarget = await audit(`?target=${pkg.id}`);
+    expect(byTarget.map((r) => r.action)).toEqual(['PUT /api/software/:id', 'POST /api/software']);
+    expect((await audit('?actor=intruder')).every((r) => r.actor === 'intruder')).toBe(true);
+    const first = await audit('?limit=1');
+    const older = await audit(`?before=${encodeURIComponent(first[0]?.at ?? '')}&limit=1`);
+    expect(older[0]?.at.localeCompare(first[0]?.at ?? '')).toBeLessThan(0);
+    for (const query of ['?limit=0', '?limit=501', '?limit=x', '?before=yesterday']) {
+      const res = await admin(t, 'GET', `/api/admin/audit${query}`);
+      expect(res.statusCode, query).toBe(400);
+    }
+    const editor = await login(t.app, 'audited-editor', 'password-1');
+    expect((await t.inject({ url: '/api/admin/audit', headers: { cookie: editor } })).statusCode).toBe(403);
+  });
+
+  it('writes each record in the change’s transaction: a change that cannot be recorded does not happen', async () => {
+    const before = (await t.inject('/api/banners')).json<unknown[]>().length;
+    await sql`alter table audit_log rename to audit_log_away`.execute(t.database.db);
+    try {
+      const res = await admin(t, 'POST', '/api/banners', { imageUrl: '/uploads/2026-11/lost.png' });
+      expect(res.statusCode).toBe(500);
+    } finally {
+      await sql`alter table audit_log_away rename to audit_log`.execute(t.database.db);
+    }
+    expect((await t.inject('/api/banners')).json<unknown[]>().length).toBe(before);
+    // A change that fails leaves no record either.
+    const count = (await audit('?limit=500')).length;
+    expect((await admin(t, 'POST', '/api/software', { slug: 'audited', name: '重复' })).statusCode).toBe(409);
+    expect((await audit('?limit=500')).length).toBe(count);
+  });
+});
