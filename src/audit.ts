@@ -33,6 +33,7 @@ interface AuditScope {
 const scopes = new AsyncLocalStorage<AuditScope>();
 
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+const LOGIN_URL = '/api/admin/login';
 
 /** The fields sent, secrets replaced and long values cut. */
 function changesOf(body: unknown): Record<string, unknown> {
@@ -102,7 +103,12 @@ export async function recordAudit(trx: Db, event: AuditEvent = {}): Promise<void
  */
 export function installAudit(app: FastifyInstance, db: Db): void {
   app.addHook('onRequest', (request, _reply, done) => {
-    if (SAFE_METHODS.has(request.method)) return done();
+    // Changes need a session or token, except a login; launchers' heartbeats carry neither.
+    const credentials =
+      request.headers.cookie !== undefined ||
+      request.headers.authorization !== undefined ||
+      request.url.startsWith(LOGIN_URL);
+    if (SAFE_METHODS.has(request.method) || !credentials) return done();
     scopes.run({ request, recordId: null }, done);
   });
   app.addHook('onSend', async (_request, reply, payload) => {
