@@ -311,8 +311,10 @@ export class AddonService {
       return { type: 'url', url: release.externalUrl };
     }
     if (release.filePath === '') throw notFound('release has no file');
-    const addon = await repo.findAddonById(this.db, release.addonId);
-    const fallback = `${addon?.slug ?? 'addon'}-${release.version}`;
+    const fallback = async () => {
+      const addon = await repo.findAddonById(this.db, release.addonId);
+      return `${addon?.slug ?? 'addon'}-${release.version}`;
+    };
     return {
       type: 'local',
       filePath: release.filePath,

@@ -164,10 +164,10 @@ export class DownloadService {
       .execute();
   }
 
-  /** The download file name of a stored file: its uploaded name, else the last part of its key. */
-  async fileName(filePath: string, fallback: string): Promise<string> {
+  /** The download file name of a stored file: its uploaded name, else `fallback()` (looked up only then). */
+  async fileName(filePath: string, fallback: () => string | Promise<string>): Promise<string> {
     const key = keyFromFilePath(filePath);
     const original = key === null ? null : await this.files.originalName(key);
-    return original ?? fallback;
+    return original ?? fallback();
   }
 }
