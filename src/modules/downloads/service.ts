@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import parseRange from 'range-parser';
+import type { DownloadOffload } from '../../config.js';
 import type { Db } from '../../db/index.js';
 import { notFound } from '../../http/errors.js';
 import { keyFromFilePath, type Storage } from '../../storage/storage.js';
@@ -42,6 +43,14 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }
 
+/**
+ * Where the proxy finds a stored object: `prefix` + the key, each segment percent-encoded (nginx
+ * and Apache's mod_xsendfile decode it), so that any key makes a valid, ASCII header value.
+ */
+export function offloadLocation(offload: DownloadOffload, key: string): string {
+  return offload.prefix + key.split('/').map(encodeURIComponent).join('/');
+}
+
 /** The day (UTC) a download is rolled up under. */
 export const dayOf = (date: Date) => date.toISOString().slice(0, 10);
 
@@ -54,6 +63,7 @@ export class DownloadService {
     private readonly db: Db,
     private readonly storage: Storage,
     private readonly files: FileService,
+    private readonly offload: DownloadOffload | null = null,
   ) {}
 
   async serve(request: FastifyRequest, reply: FastifyReply, target: DownloadTarget, options: ServeOptions) {
@@ -92,6 +102,8 @@ export class DownloadService {
 
     let start = 0;
     let end = info.size - 1;
+    // The proxy applies Range itself; it is handed only requests it answers as decided here.
+    let proxyAgrees = true;
     const rangeHeader = request.headers.range;
     const ifRange = request.headers['if-range'];
     const rangeApplies =
@@ -109,6 +121,7 @@ export class DownloadService {
       }
       // A malformed header (-2) or several ranges: answer with the whole file, as RFC 9110 allows.
       const first = ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1 ? ranges[0] : undefined;
+      proxyAgrees = first !== undefined && !rangeHeader.includes(',');
       if (first !== undefined) {
         start = first.start;
         end = first.end;
@@ -121,6 +134,11 @@ export class DownloadService {
     if (request.method === 'HEAD') return reply.send(Readable.from([]));
     if (start === 0) await options.count?.();
     if (length === 0) return reply.send('');
+    if (proxyAgrees && this.offload !== null && this.storage.kind === 'local') {
+      // The proxy sets these for the bytes it sends (Accept-Ranges too: it would appear twice).
+      reply.removeHeader('Content-Range').removeHeader('Content-Length').removeHeader('Accept-Ranges');
+      return reply.code(200).header(this.offload.header, offloadLocation(this.offload, key)).send('');
+    }
     return reply.send(await this.storage.read(key, { start, end }));
   }
 
