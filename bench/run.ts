@@ -77,6 +77,9 @@ async function loadWithWrk(url: string, scenario: Scenario): Promise<Load> {
     `-c${scenario.connections ?? connections}`,
     `-d${duration}s`,
     '--latency',
+    // A 100 MiB body to each of 32 connections takes seconds: wrk's 2 s default would cut it off.
+    '--timeout',
+    '60s',
     ...Object.entries(scenario.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
     url,
   ]);
