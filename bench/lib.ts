@@ -4,7 +4,8 @@ import type { ServerProcess } from '../test/helpers/process.js';
 /**
  * Shared shapes of the load benchmarks. `bench/run.ts` starts the real service, then loads every
  * module in `bench/` that exports `scenarios: ScenarioProvider`, seeds through it and measures each
- * scenario beside a bare `node:http` server answering a constant JSON body of the same size.
+ * scenario beside its baseline: by default a bare `node:http` server answering a constant JSON body
+ * of the same size; downloads compare with bare Node file streaming and nginx sendfile.
  */
 
 export interface Scenario {
