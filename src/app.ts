@@ -64,7 +64,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     cache: new ContentCache(db, config.cacheCheckMs),
     auth: new AuthService(db),
     files,
-    downloads: new DownloadService(db, storage, files, config.downloadOffload),
+    downloads: new DownloadService(db, storage, files, {
+      engine: database.engine,
+      offload: config.downloadOffload,
+    }),
     devices: new DeviceService(db, config.heartbeatFlushMs, (err) =>
       server.log.error({ err }, 'heartbeat flush failed'),
     ),

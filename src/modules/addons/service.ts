@@ -323,10 +323,9 @@ export class AddonService {
     };
   }
 
-  /** One counted download: the release's count and the addon's total, then the counter version. */
+  /** One counted download: the release's count, the addon's total and the counter version, at once. */
   async countDownload(release: ReleaseRow): Promise<void> {
-    await this.ctx.downloads.countRelease(release.id, release.addonId);
-    await repo.bumpCounterVersion(this.db);
+    await this.ctx.downloads.countRelease(release.id, release.addonId, repo.bumpCounterVersion);
   }
 
   /* ---------- writes ---------- */
