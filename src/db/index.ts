@@ -91,7 +91,11 @@ function sqliteDialect(file: string, checkpointMs: number): EngineHandle {
   return {
     dialect: new SqliteDialect({ database }),
     async stop() {
-      if (running) worker.postMessage('stop');
+      if (running) {
+        // Held until it has closed its connection: an unref'd thread would let the process end first.
+        worker.ref();
+        worker.postMessage('stop');
+      }
       await exited;
     },
   };
