@@ -1,10 +1,15 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 
 /**
- * The bare baseline: a plain `node:http` server answering constant JSON. `?bytes=N` pads the body
- * to N bytes so that it matches the size of the service's answer being compared.
+ * The bare baseline: a plain `node:http` server. `/?bytes=N` answers constant JSON padded to N bytes,
+ * matching the size of the service's answer being compared; `/file/<key>` streams a file of the
+ * store (`FILE_ROOT`) with `fs.createReadStream`, as the smallest Node file server would.
  */
 const bodies = new Map<number, Buffer>();
+const sizes = new Map<string, number>();
+const fileRoot = process.env.FILE_ROOT ?? '.';
 
 function bodyOf(bytes: number): Buffer {
   let body = bodies.get(bytes);
@@ -17,8 +22,21 @@ function bodyOf(bytes: number): Buffer {
   return body;
 }
 
+function sendFile(res: http.ServerResponse, key: string): void {
+  const file = path.join(fileRoot, key);
+  let size = sizes.get(file);
+  if (size === undefined) {
+    size = fs.statSync(file).size;
+    sizes.set(file, size);
+  }
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size });
+  fs.createReadStream(file).pipe(res);
+}
+
 const server = http.createServer((req, res) => {
-  const bytes = Number(/[?&]bytes=(\d+)/.exec(req.url ?? '')?.[1] ?? 64);
+  const url = req.url ?? '/';
+  if (url.startsWith('/file/')) return sendFile(res, decodeURIComponent(url.slice('/file/'.length)));
+  const bytes = Number(/[?&]bytes=(\d+)/.exec(url)?.[1] ?? 64);
   req.resume();
   req.on('end', () => {
     const body = bodyOf(bytes);

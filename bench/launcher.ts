@@ -50,7 +50,7 @@ export const scenarios: ScenarioProvider = async (target) => {
           osVersion: '10.0.19045',
           appVersion: '1.0.120',
         }),
-      aim: 1 / 3,
+      aim: 0.4,
     },
   ];
 };

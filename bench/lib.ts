@@ -1,7 +1,11 @@
+import type { ChildProcess } from 'node:child_process';
+import type { ServerProcess } from '../test/helpers/process.js';
+
 /**
  * Shared shapes of the load benchmarks. `bench/run.ts` starts the real service, then loads every
  * module in `bench/` that exports `scenarios: ScenarioProvider`, seeds through it and measures each
- * scenario beside a bare `node:http` server answering a constant JSON body of the same size.
+ * scenario beside its baseline: by default a bare `node:http` server answering a constant JSON body
+ * of the same size; downloads compare with bare Node file streaming and nginx sendfile.
  */
 
 export interface Scenario {
@@ -16,8 +20,28 @@ export interface Scenario {
   makePath?: (n: number) => string;
   /** Also print this scenario's rate against another one of the same run, by name, with its own aim. */
   against?: { name: string; aim: number };
-  /** The lowest acceptable ratio of the service's rate to the bare server's; printed beside the result. */
+  /** The lowest acceptable ratio of the service's rate to the baseline's; printed beside the result. */
   aim?: number;
+  /** Loads this absolute URL instead of the service's `path` (e.g. the service behind nginx). */
+  url?: string;
+  /** The process whose event loop is measured, when not the service (null: not a Node process). */
+  process?: ChildProcess | null;
+  /** Connections, when not the run's `--connections`. */
+  connections?: number;
+  /**
+   * What the rate is compared with, loaded in the same rounds. Default: the bare node:http server
+   * answering constant JSON of the same size.
+   */
+  baseline?: Baseline;
+  /** Large bodies: loaded with wrk (autocannon itself tops out far below what the servers send). */
+  wrk?: boolean;
+}
+
+export interface Baseline {
+  name: string;
+  url: string;
+  /** The process whose event loop is measured (null: not a Node process). */
+  process: ChildProcess | null;
 }
 
 export interface BenchTarget {
@@ -31,7 +55,17 @@ export interface BenchTarget {
   dataDir: string;
 }
 
-export type ScenarioProvider = (target: BenchTarget) => Promise<Scenario[]>;
+/** What `bench/run.ts` hands its scenario providers besides the service. */
+export interface BenchRun extends BenchTarget {
+  /** The bare node:http baseline: constant JSON at `/?bytes=N`, and the store's files at `/file/<key>`. */
+  bare: Baseline;
+  /** Starts another service process on the same database and folder, stopped after the run. */
+  startService(env: Record<string, string>): Promise<ServerProcess>;
+  /** Runs `stop` after the run (in reverse order). */
+  cleanup(stop: () => Promise<unknown>): void;
+}
+
+export type ScenarioProvider = (target: BenchRun) => Promise<Scenario[]>;
 
 /** A JSON call to the service as the administrator; throws on a non-2xx answer. */
 export async function api<T = unknown>(target: BenchTarget, method: string, path: string, body?: unknown): Promise<T> {

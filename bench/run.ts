@@ -1,15 +1,17 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import autocannon from 'autocannon';
-import { type BenchTarget, median, type Scenario, type ScenarioProvider } from './lib.js';
+import type { LoopDelay } from './loop-probe.js';
+import { type Baseline, type BenchRun, median, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
  * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name]
- * Loads each scenario on the real service and on a bare node:http server (same body size) in turn,
- * `rounds` times, and prints medians and the ratio of the two rates.
+ * Loads each scenario on the real service and on its baseline (by default a bare node:http server
+ * answering the same number of bytes) in turn, `rounds` times, and prints medians, the ratio of the
+ * two rates and the p99 of each server's event-loop delay while it was loaded.
  */
 const { values: args } = parseArgs({
   options: {
@@ -34,13 +36,69 @@ interface Measure {
   p50: number;
   p99: number;
   errors: number;
+  /** p99 of the loaded process's event-loop delay, ms (null: not a Node process). */
+  loopP99: number | null;
 }
 
-async function load(url: string, scenario: Scenario): Promise<Measure> {
+type Load = Omit<Measure, 'loopP99'>;
+
+const PROBE = path.join(import.meta.dirname, 'loop-probe.ts');
+
+/** Asks the loop probe of `child` (bench/loop-probe.ts) for something and waits for its answer. */
+function probe(child: ChildProcess, message: 'loop:reset' | 'loop:read'): Promise<LoopDelay | null> {
+  if (message === 'loop:reset') {
+    child.send(message);
+    return Promise.resolve(null);
+  }
+  return new Promise((resolve) => {
+    child.once('message', (delay) => resolve(delay as LoopDelay));
+    child.send(message);
+  });
+}
+
+async function measure(url: string, scenario: Scenario, child: ChildProcess | null): Promise<Measure> {
+  if (child) await probe(child, 'loop:reset');
+  const result = scenario.wrk ? await loadWithWrk(url, scenario) : await loadWithAutocannon(url, scenario);
+  const delay = child ? await probe(child, 'loop:read') : null;
+  return { ...result, loopP99: delay?.p99Ms ?? null };
+}
+
+/** wrk's duration in ms of a latency line (`50%  1.23ms`). */
+function wrkMs(out: string, percentile: string): number {
+  const match = new RegExp(`${percentile}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+  if (!match) return NaN;
+  const factor = { us: 0.001, ms: 1, s: 1000 }[match[2] as 'us' | 'ms' | 's'];
+  return Number(match[1]) * factor;
+}
+
+async function loadWithWrk(url: string, scenario: Scenario): Promise<Load> {
+  const { stdout } = await promisify(execFile)('wrk', [
+    '-t1',
+    `-c${scenario.connections ?? connections}`,
+    `-d${duration}s`,
+    '--latency',
+    // A 100 MiB body to each of 32 connections takes seconds: wrk's 2 s default would cut it off.
+    '--timeout',
+    '60s',
+    ...Object.entries(scenario.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+    url,
+  ]);
+  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? 0),
+    p50: wrkMs(stdout, '50'),
+    p99: wrkMs(stdout, '99'),
+    errors:
+      Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0) +
+      (socketErrors ? socketErrors.slice(1).reduce((a, n) => a + Number(n), 0) : 0),
+  };
+}
+
+async function loadWithAutocannon(url: string, scenario: Scenario): Promise<Load> {
   let n = 0;
   const result = await autocannon({
     url,
-    connections,
+    connections: scenario.connections ?? connections,
     duration,
     method: scenario.method ?? 'GET',
     headers: scenario.headers ?? {},
@@ -70,9 +128,11 @@ async function load(url: string, scenario: Scenario): Promise<Measure> {
   };
 }
 
-async function startBaseline(): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'baseline.ts')], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+async function startBaseline(fileRoot: string): Promise<{ url: string; child: ChildProcess }> {
+  const script = path.join(import.meta.dirname, 'baseline.ts');
+  const child = spawn(process.execPath, ['--import', 'tsx', '--import', PROBE, script], {
+    env: { ...process.env, FILE_ROOT: fileRoot },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout?.on('data', (chunk: Buffer) => {
@@ -85,7 +145,7 @@ async function startBaseline(): Promise<{ url: string; child: ChildProcess }> {
 }
 
 async function providers(): Promise<ScenarioProvider[]> {
-  const skip = new Set(['lib.ts', 'run.ts', 'baseline.ts']);
+  const skip = new Set(['lib.ts', 'run.ts', 'baseline.ts', 'loop-probe.ts']);
   const files = fs
     .readdirSync(import.meta.dirname)
     .filter((f) => f.endsWith('.ts') && !skip.has(f))
@@ -101,7 +161,7 @@ async function providers(): Promise<ScenarioProvider[]> {
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
 const password = 'bench-password-1';
-const server = await startServer({
+const serviceEnv = {
   DATA_DIR: dataDir,
   ADMIN_PASSWORD: password,
   // What operators run: the default level.
@@ -110,8 +170,10 @@ const server = await startServer({
   // The heartbeat scenario beats for 20,000 devices from one address.
   DEVICES_PER_IP_HOUR: '0',
   ...(database.config.kind === 'postgres' ? { DATABASE_URL: database.config.url } : {}),
-});
-const baseline = await startBaseline();
+};
+const server = await startServer(serviceEnv, 30_000, ['--import', PROBE]);
+const baseline = await startBaseline(path.join(dataDir, 'uploads'));
+const cleanups: Array<() => Promise<unknown>> = [];
 
 try {
   const login = await fetch(`${server.url}/api/admin/login`, {
@@ -120,24 +182,34 @@ try {
     body: JSON.stringify({ username: 'admin', password }),
   });
   const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
-  const target: BenchTarget = {
+  const target: BenchRun = {
     url: server.url,
     cookie,
     engine,
     databaseUrl: database.config.kind === 'postgres' ? database.config.url : null,
     dataDir,
+    bare: { name: 'bare node', url: baseline.url, process: baseline.child },
+    async startService(env) {
+      const other = await startServer({ ...serviceEnv, ...env }, 30_000, ['--import', PROBE]);
+      cleanups.push(() => other.stop('SIGTERM'));
+      return other;
+    },
+    cleanup: (stop) => cleanups.push(stop),
   };
   const scenarios: Scenario[] = [];
   for (const provide of await providers()) scenarios.push(...(await provide(target)));
   const chosen = scenarios.filter((s) => args.only === undefined || s.name.includes(args.only));
 
   console.log(
-    `engine ${engine}; ${connections} connections; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
+    `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
+  const header =
+    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | baseline | base req/s | base p99 ms | base loop p99 ms | ratio | errors |';
   const rows: string[] = [];
   const comparisons: string[] = [];
   for (const scenario of chosen) {
-    const sample = await fetch(server.url + scenario.path, {
+    const url = scenario.url ?? server.url + scenario.path;
+    const sample = await fetch(url, {
       method: scenario.method ?? 'GET',
       headers: scenario.headers ?? {},
       ...(scenario.makeBody
@@ -148,15 +220,16 @@ try {
     });
     const bytes = (await sample.arrayBuffer()).byteLength;
     if (!sample.ok) throw new Error(`${scenario.name}: ${sample.status}`);
+    const base: Baseline = scenario.baseline ?? { ...target.bare, url: `${baseline.url}/?bytes=${bytes}` };
     const service: Measure[] = [];
     const bare: Measure[] = [];
     // The scenario compared against runs in the same rounds, interleaved, so both see the same machine.
     const other = scenarios.find((s) => s.name === scenario.against?.name);
     const others: Measure[] = [];
     for (let round = 0; round < rounds; round += 1) {
-      bare.push(await load(`${baseline.url}/?bytes=${bytes}`, { ...scenario, path: '/' }));
-      service.push(await load(server.url + scenario.path, scenario));
-      if (other) others.push(await load(server.url + other.path, other));
+      bare.push(await measure(base.url, scenario, base.process));
+      service.push(await measure(url, scenario, scenario.process === undefined ? server.child : scenario.process));
+      if (other) others.push(await measure(server.url + other.path, other, server.child));
     }
     const rps = median(service.map((m) => m.rps));
     const bareRps = median(bare.map((m) => m.rps));
@@ -175,16 +248,19 @@ try {
         : ratio >= scenario.aim
           ? ` (aim ≥ ${scenario.aim.toFixed(2)}: met)`
           : ` (aim ≥ ${scenario.aim.toFixed(2)}: MISSED)`;
+    const loop = (ms: Measure[]) => (ms[0]?.loopP99 === null ? '–' : median(ms.map((m) => m.loopP99 ?? 0)).toFixed(1));
+    const ms = (values: number[]) => median(values).toFixed(1);
     rows.push(
-      `| ${scenario.name} | ${bytes} | ${rps.toFixed(0)} | ${median(service.map((m) => m.p50))} | ${median(service.map((m) => m.p99))} | ${bareRps.toFixed(0)} | ${median(bare.map((m) => m.p99))} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
+      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
     );
     console.log(rows[rows.length - 1]);
   }
-  console.log('\n| scenario | body bytes | req/s | p50 ms | p99 ms | bare req/s | bare p99 ms | ratio | errors |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log(`\n${header}`);
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } finally {
+  while (cleanups.length > 0) await cleanups.pop()?.();
   baseline.child.kill('SIGTERM');
   await server.stop('SIGTERM');
   await database.drop();

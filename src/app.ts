@@ -81,7 +81,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     signer,
     auth: new AuthService(db, config.appName),
     files,
-    downloads: new DownloadService(db, storage, files),
+    downloads: new DownloadService(db, storage, files, {
+      engine: database.engine,
+      offload: config.downloadOffload,
+    }),
     limits,
     housekeeping: new DeviceHousekeeping(db, {
       deviceDays: config.deviceRetentionDays,

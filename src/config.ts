@@ -27,6 +27,18 @@ export interface Config {
   /** Devices not seen for this many days are deleted; their stored IPs are blanked after `ipRetentionDays`. */
   readonly deviceRetentionDays: number;
   readonly ipRetentionDays: number;
+  readonly downloadOffload: DownloadOffload | null;
+}
+
+/**
+ * Downloads from the local store handed to the reverse proxy: the service decides, counts and sets
+ * the headers; the proxy sends the bytes of the file named by `prefix` + the store key.
+ */
+export interface DownloadOffload {
+  /** `x-accel-redirect` (nginx): an internal URI; `x-sendfile` (Apache, Caddy): an absolute file path. */
+  readonly header: 'x-accel-redirect' | 'x-sendfile';
+  /** Ends with `/`. */
+  readonly prefix: string;
 }
 
 /** How long a connection may take at each stage before the service drops it (milliseconds). */
@@ -150,18 +162,41 @@ export function startupWarnings(config: Config): string[] {
   return warnings;
 }
 
+function parseOffload(env: Env, storage: StorageConfig): DownloadOffload | null {
+  const raw = (env.DOWNLOAD_OFFLOAD ?? '').trim().toLowerCase();
+  if (raw === '' || raw === 'off') return null;
+  if (raw !== 'x-accel-redirect' && raw !== 'x-sendfile') {
+    throw new ConfigError(
+      `DOWNLOAD_OFFLOAD must be off, x-accel-redirect or x-sendfile, got "${env.DOWNLOAD_OFFLOAD}"`,
+    );
+  }
+  if (storage.kind !== 'local') {
+    throw new ConfigError('DOWNLOAD_OFFLOAD works with a local store only (S3 downloads use S3_PRESIGN_DOWNLOADS)');
+  }
+  const given = env.DOWNLOAD_OFFLOAD_PREFIX || (raw === 'x-accel-redirect' ? '/internal-uploads/' : storage.root);
+  const prefix = given.endsWith('/') ? given : `${given}/`;
+  // eslint-disable-next-line no-control-regex
+  if (!prefix.startsWith('/') || /[\u0000-\u0020\u007f?#%]/.test(prefix)) {
+    throw new ConfigError(
+      `DOWNLOAD_OFFLOAD_PREFIX must be an absolute ${raw === 'x-accel-redirect' ? 'URI path' : 'file path'} without spaces, ?, # or %, got "${given}"`,
+    );
+  }
+  return { header: raw, prefix };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(env.DATA_DIR || './data');
   const appName = env.APP_NAME || 'app';
   if (!/^[a-z0-9][a-z0-9._-]{0,40}$/.test(appName)) {
     throw new ConfigError(`APP_NAME must be a short lowercase name (a-z 0-9 . _ -), got "${appName}"`);
   }
+  const storage = parseStorage(env, dataDir);
   return Object.freeze({
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: env.HOST || '0.0.0.0',
     dataDir,
     database: parseDatabase(env, dataDir),
-    storage: parseStorage(env, dataDir),
+    storage,
     appName,
     publicBaseUrl: parseBaseUrl(env.PUBLIC_BASE_URL),
     trustProxy: flag(env, 'TRUST_PROXY'),
@@ -184,5 +219,6 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     signingKeyFile: env.SIGNING_KEY_FILE ? path.resolve(env.SIGNING_KEY_FILE) : null,
     signingOverlapDays: integer(env, 'SIGNING_OVERLAP_DAYS', 30, 0, 3650),
+    downloadOffload: parseOffload(env, storage),
   });
 }

@@ -65,6 +65,25 @@ describe('configuration', () => {
     expect(loadConfig({ DATABASE_URL: 'sqlite:/tmp/x.db' }).database).toEqual({ kind: 'sqlite', file: '/tmp/x.db' });
   });
 
+  it('hands downloads to the proxy only when DOWNLOAD_OFFLOAD says so, with a prefix per header', () => {
+    expect(loadConfig({}).downloadOffload).toBeNull();
+    expect(loadConfig({ DOWNLOAD_OFFLOAD: 'off' }).downloadOffload).toBeNull();
+    expect(loadConfig({ DOWNLOAD_OFFLOAD: 'x-accel-redirect' }).downloadOffload).toEqual({
+      header: 'x-accel-redirect',
+      prefix: '/internal-uploads/',
+    });
+    expect(
+      loadConfig({ DOWNLOAD_OFFLOAD: 'X-Accel-Redirect', DOWNLOAD_OFFLOAD_PREFIX: '/files' }).downloadOffload,
+    ).toEqual({ header: 'x-accel-redirect', prefix: '/files/' });
+    expect(loadConfig({ DOWNLOAD_OFFLOAD: 'x-sendfile', DATA_DIR: '/srv/lds' }).downloadOffload).toEqual({
+      header: 'x-sendfile',
+      prefix: '/srv/lds/uploads/',
+    });
+    expect(
+      loadConfig({ DOWNLOAD_OFFLOAD: 'x-sendfile', DOWNLOAD_OFFLOAD_PREFIX: '/var/www/uploads/' }).downloadOffload,
+    ).toEqual({ header: 'x-sendfile', prefix: '/var/www/uploads/' });
+  });
+
   it.each([
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL/],
     [{ STORAGE: 'ftp://x' }, /STORAGE/],
@@ -77,6 +96,14 @@ describe('configuration', () => {
     [{ APP_NAME: 'Bad Name' }, /APP_NAME/],
     [{ MAX_UPLOAD_BYTES: '-1' }, /MAX_UPLOAD_BYTES/],
     [{ SIGNING_OVERLAP_DAYS: 'a month' }, /SIGNING_OVERLAP_DAYS/],
+    [{ DOWNLOAD_OFFLOAD: 'sendfile' }, /DOWNLOAD_OFFLOAD must be off, x-accel-redirect or x-sendfile/],
+    [
+      { DOWNLOAD_OFFLOAD: 'x-accel-redirect', STORAGE: 's3://bucket' },
+      /DOWNLOAD_OFFLOAD works with a local store only/,
+    ],
+    [{ DOWNLOAD_OFFLOAD: 'x-accel-redirect', DOWNLOAD_OFFLOAD_PREFIX: 'internal/' }, /DOWNLOAD_OFFLOAD_PREFIX/],
+    [{ DOWNLOAD_OFFLOAD: 'x-sendfile', DOWNLOAD_OFFLOAD_PREFIX: '/srv/up loads' }, /DOWNLOAD_OFFLOAD_PREFIX/],
+    [{ DOWNLOAD_OFFLOAD: 'x-accel-redirect', DOWNLOAD_OFFLOAD_PREFIX: '/files?x' }, /DOWNLOAD_OFFLOAD_PREFIX/],
   ])('refuses %j with a clear start-up error', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../src/db/index.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { type ServerProcess, startServer } from './helpers/process.js';
 
@@ -39,6 +41,24 @@ async function loginCookie(server: ServerProcess, password: string): Promise<str
   });
   expect(res.status).toBe(200);
   return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+}
+
+/** A package `slug` with one version of the stored file `filePath`. */
+async function publishVersion(server: ServerProcess, cookie: string, slug: string, filePath: string) {
+  const json = { cookie, 'content-type': 'application/json' };
+  const pkg = (await (
+    await fetch(`${server.url}/api/software`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ slug, name: '大' }),
+    })
+  ).json()) as { id: string };
+  const res = await fetch(`${server.url}/api/software/${pkg.id}/versions`, {
+    method: 'POST',
+    headers: json,
+    body: JSON.stringify({ version: '1', versionCode: 1, filePath }),
+  });
+  return (await res.json()) as { id: string; fileSize: number };
 }
 
 function rssBytes(pid: number): number {
@@ -157,21 +177,7 @@ describe('streaming', () => {
       filePath = uploaded.filePath;
     });
 
-    const json = { cookie, 'content-type': 'application/json' };
-    const pkg = (await (
-      await fetch(`${server.url}/api/software`, {
-        method: 'POST',
-        headers: json,
-        body: JSON.stringify({ slug: 'app-launcher', name: '大' }),
-      })
-    ).json()) as { id: string };
-    const version = (await (
-      await fetch(`${server.url}/api/software/${pkg.id}/versions`, {
-        method: 'POST',
-        headers: json,
-        body: JSON.stringify({ version: '1', versionCode: 1, filePath }),
-      })
-    ).json()) as { id: string; fileSize: number };
+    const version = await publishVersion(server, cookie, 'app-launcher', filePath);
     expect(version.fileSize).toBe(size);
 
     const baseDownload = rssBytes(pid);
@@ -192,4 +198,77 @@ describe('streaming', () => {
     expect(uploadPeak - baseUpload).toBeLessThan(48 * 1024 * 1024);
     expect(downloadPeak - baseDownload).toBeLessThan(48 * 1024 * 1024);
   });
+
+  it('serves a 2 GiB file to 8 clients at once, fast and slow readers, with flat memory', async () => {
+    const { dir, db, env } = await environment();
+    const size = 2 * 1024 ** 3;
+    // A sparse file: 2 GiB to serve without writing 2 GiB to the disk. Its upload record spares
+    // the version's create from reading it to compute a digest.
+    const key = 'big/installer-2g.exe';
+    const file = path.join(dir, 'uploads', key);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, '');
+    fs.truncateSync(file, size);
+    const database = await openDatabase(db.config);
+    await database.db
+      .insertInto('files')
+      .values({
+        key,
+        originalName: 'installer-2g.exe',
+        size,
+        sha256: 'f'.repeat(64),
+        contentType: 'application/octet-stream',
+        createdAt: new Date().toISOString(),
+      })
+      .execute();
+    await database.close();
+
+    const server = await start({ ...env, ADMIN_PASSWORD: 'process-pass' });
+    const cookie = await loginCookie(server, 'process-pass');
+    const version = await publishVersion(server, cookie, 'big', `/uploads/${key}`);
+    expect(version.fileSize).toBe(size);
+    const pid = server.child.pid ?? 0;
+    await fetch(`${server.url}/healthz`);
+
+    // Four clients read as fast as they can, four read a chunk every 20 ms (the server must wait for
+    // them, not buffer ahead); all are cut off after a few seconds.
+    const received = Array.from({ length: 8 }, () => 0);
+    const base = rssBytes(pid);
+    const peak = await peakRss(pid, async () => {
+      await Promise.all(
+        received.map(
+          (_, i) =>
+            new Promise<void>((resolve, reject) => {
+              const req = http.get(`${server.url}/api/software/download/${version.id}`, (res) => {
+                expect(res.statusCode).toBe(200);
+                expect(res.headers['content-length']).toBe(String(size));
+                const slow = i % 2 === 1;
+                res.on('data', (chunk: Buffer) => {
+                  received[i] = (received[i] ?? 0) + chunk.length;
+                  if (slow) {
+                    res.pause();
+                    setTimeout(() => res.resume(), 20);
+                  }
+                });
+                res.on('end', resolve);
+                setTimeout(() => {
+                  req.destroy();
+                  resolve();
+                }, 6_000);
+              });
+              req.on('error', reject);
+            }),
+        ),
+      );
+    });
+    const fast = received.filter((_, i) => i % 2 === 0);
+    expect(Math.min(...fast)).toBeGreaterThan(32 * 1024 * 1024);
+    expect(Math.min(...received)).toBeGreaterThan(0);
+    // Buffering ahead of the readers would grow by gigabytes; chunks in flight stay within a few MiB each.
+    expect(peak - base).toBeLessThan(64 * 1024 * 1024);
+
+    const res = await fetch(`${server.url}/api/software/big`);
+    const versions = ((await res.json()) as { versions: Array<{ id: string; downloadCount: number }> }).versions;
+    expect(versions.find((v) => v.id === version.id)?.downloadCount).toBe(8);
+  }, 60_000);
 });

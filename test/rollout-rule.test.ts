@@ -9,7 +9,6 @@ import {
 } from '../src/domain/rollout.js';
 import { bucketOf } from './helpers/bucket.js';
 
-
 function v(id: string, versionCode: number, extra: Partial<RolloutVersion> = {}): RolloutVersion {
   return {
     id,

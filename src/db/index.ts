@@ -1,7 +1,9 @@
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
-import { CamelCasePlugin, Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
+import { CamelCasePlugin, type Dialect, Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config.js';
 import { migrationProvider } from './migrations.js';
@@ -18,14 +20,85 @@ export interface DatabaseHandle {
 
 const INT8_OID = 20;
 
-function sqliteDialect(file: string): SqliteDialect {
+/** How often the checkpoint thread moves the write-ahead log into the database file. */
+export const SQLITE_CHECKPOINT_MS = 1000;
+
+/** Prepared statements kept per connection: the service runs a few dozen distinct queries. */
+const STATEMENT_CACHE_SIZE = 500;
+
+/*
+ * WAL checkpoints copy the log into the database file and fsync it. SQLite runs them inside the
+ * commit that crosses `wal_autocheckpoint` pages, which with better-sqlite3 is the event loop: a
+ * counted download every ~500 commits stalled every stream in the process for as long as the disk
+ * took to sync. The service's connection therefore never checkpoints; this thread does, with a
+ * connection of its own (PASSIVE: it never waits for, nor blocks, readers and writers).
+ */
+const CHECKPOINT_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const SQLite = require(workerData.driver);
+const db = new SQLite(workerData.file);
+db.pragma('busy_timeout = 5000');
+const timer = setInterval(() => {
+  try {
+    db.pragma('wal_checkpoint(PASSIVE)');
+  } catch {
+    // busy or failed: the next tick tries again
+  }
+}, workerData.everyMs);
+parentPort.once('message', () => {
+  clearInterval(timer);
+  db.close();
+  parentPort.close();
+});
+`;
+
+interface EngineHandle {
+  dialect: Dialect;
+  /** Stops what runs beside the connections (SQLite's checkpoint thread). */
+  stop(): Promise<void>;
+}
+
+function sqliteDialect(file: string, checkpointMs: number): EngineHandle {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   const sqlite = new SQLite(file);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
-  return new SqliteDialect({ database: sqlite });
+  sqlite.pragma('wal_autocheckpoint = 0');
+  const worker = new Worker(CHECKPOINT_WORKER, {
+    eval: true,
+    workerData: { file, everyMs: checkpointMs, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
+  });
+  worker.unref();
+  worker.on('error', (err) => process.emitWarning(`SQLite checkpoint thread failed: ${err.message}`));
+  let running = true;
+  const exited = new Promise((resolve) => worker.once('exit', resolve)).then(() => (running = false));
+  // Kysely prepares every query it runs; preparing costs more than running the small ones we send.
+  const statements = new Map<string, SQLite.Statement>();
+  const database = {
+    close: () => sqlite.close(),
+    prepare(sql: string) {
+      let statement = statements.get(sql);
+      if (statement === undefined) {
+        if (statements.size >= STATEMENT_CACHE_SIZE) statements.clear();
+        statement = sqlite.prepare(sql);
+        statements.set(sql, statement);
+      }
+      return statement;
+    },
+  };
+  return {
+    dialect: new SqliteDialect({ database }),
+    async stop() {
+      if (running) {
+        // Held until it has closed its connection: an unref'd thread would let the process end first.
+        worker.ref();
+        worker.postMessage('stop');
+      }
+      await exited;
+    },
+  };
 }
 
 function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
@@ -49,14 +122,27 @@ function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
   return new PostgresDialect({ pool });
 }
 
-/** Opens the configured engine and applies every pending migration. */
-export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
+/**
+ * Opens the configured engine and applies every pending migration. `sqliteCheckpointMs`: how often
+ * SQLite's write-ahead log is checkpointed, off the event loop.
+ */
+export async function openDatabase(
+  config: DatabaseConfig,
+  sqliteCheckpointMs = SQLITE_CHECKPOINT_MS,
+): Promise<DatabaseHandle> {
   let closing = false;
-  const dialect = config.kind === 'sqlite' ? sqliteDialect(config.file) : postgresDialect(config.url, () => closing);
-  const raw = new Kysely<unknown>({ dialect });
+  const engine: EngineHandle =
+    config.kind === 'sqlite'
+      ? sqliteDialect(config.file, sqliteCheckpointMs)
+      : { dialect: postgresDialect(config.url, () => closing), stop: () => Promise.resolve() };
+  const raw = new Kysely<unknown>({ dialect: engine.dialect });
+  const destroy = async () => {
+    await engine.stop();
+    await raw.destroy();
+  };
   const { error, results } = await new Migrator({ db: raw, provider: migrationProvider }).migrateToLatest();
   if (error !== undefined) {
-    await raw.destroy();
+    await destroy();
     const failed = results?.find((r) => r.status === 'Error');
     throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);
   }
@@ -66,7 +152,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
     engine: config.kind,
     close: () => {
       closing = true;
-      return raw.destroy();
+      return destroy();
     },
   };
 }

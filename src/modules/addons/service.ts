@@ -319,8 +319,10 @@ export class AddonService {
       return { type: 'url', url: release.externalUrl };
     }
     if (release.filePath === '') throw notFound('release has no file');
-    const addon = await repo.findAddonById(this.db, release.addonId);
-    const fallback = `${addon?.slug ?? 'addon'}-${release.version}`;
+    const fallback = async () => {
+      const addon = await repo.findAddonById(this.db, release.addonId);
+      return `${addon?.slug ?? 'addon'}-${release.version}`;
+    };
     return {
       type: 'local',
       filePath: release.filePath,
@@ -329,10 +331,9 @@ export class AddonService {
     };
   }
 
-  /** One counted download: the release's count and the addon's total, then the counter version. */
+  /** One counted download: the release's count, the addon's total and the counter version, at once. */
   async countDownload(release: ReleaseRow): Promise<void> {
-    await this.ctx.downloads.countRelease(release.id, release.addonId);
-    await repo.bumpCounterVersion(this.db);
+    await this.ctx.downloads.countRelease(release.id, release.addonId, repo.bumpCounterVersion);
   }
 
   /* ---------- writes ---------- */

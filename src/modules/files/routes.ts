@@ -80,7 +80,7 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         const key = request.params['*'];
         if (!isSafeKey(key)) throw badRequest('path: not a valid file path');
         const filePath = filePathFromKey(key);
-        const fallback = key.split('/').pop() ?? 'file';
+        const fallback = () => key.split('/').pop() ?? 'file';
         return downloads.serve(
           request,
           reply,

@@ -54,7 +54,13 @@ export function keyForUpload(originalName: string, now = new Date()): string {
   return `${month}/${randomUUID()}${safe === '' ? '' : `-${safe}`}`;
 }
 
+/** Original names kept in memory: a download would otherwise look its file's name up every time. */
+const NAME_CACHE_SIZE = 10_000;
+
 export class FileService {
+  /** Key → original name (null: not uploaded through the API). Upload records never change. */
+  private readonly names = new Map<string, string | null>();
+
   constructor(
     private readonly db: Db,
     private readonly storage: Storage,
@@ -86,12 +92,18 @@ export class FileService {
     if (key === null) return;
     await this.storage.delete(key);
     await this.db.deleteFrom('files').where('key', '=', key).execute();
+    this.names.delete(key);
   }
 
   /** The original name of an uploaded file, used for download file names. */
   async originalName(key: string): Promise<string | null> {
+    const known = this.names.get(key);
+    if (known !== undefined) return known;
     const row = await this.db.selectFrom('files').select('originalName').where('key', '=', key).executeTakeFirst();
-    return row?.originalName ?? null;
+    const name = row?.originalName ?? null;
+    if (this.names.size >= NAME_CACHE_SIZE) this.names.clear();
+    this.names.set(key, name);
+    return name;
   }
 
   /**

@@ -192,12 +192,14 @@ export class SoftwareService {
       return { type: 'url', url: version.externalUrl };
     }
     if (version.filePath === '') throw notFound('software version has no file');
-    const pkg = await this.db
-      .selectFrom('softwarePackages')
-      .select('slug')
-      .where('id', '=', version.packageId)
-      .executeTakeFirst();
-    const fallback = `${pkg?.slug ?? 'download'}-${version.version}`;
+    const fallback = async () => {
+      const pkg = await this.db
+        .selectFrom('softwarePackages')
+        .select('slug')
+        .where('id', '=', version.packageId)
+        .executeTakeFirst();
+      return `${pkg?.slug ?? 'download'}-${version.version}`;
+    };
     return {
       type: 'local',
       filePath: version.filePath,
