@@ -154,6 +154,10 @@ const en = {
   markdownHint: 'Markdown; raw HTML is ignored, scripts never run.',
   actions: 'Actions',
   refresh: 'Refresh',
+  editVersion: 'Edit version',
+  editRelease: 'Edit release',
+  currentFile: 'Current file',
+  replaceFile: 'Replace file',
 };
 
 export type MessageKey = keyof typeof en;
@@ -312,6 +316,10 @@ const zh: Record<MessageKey, string> = {
   markdownHint: '支持 Markdown；原始 HTML 会被忽略，脚本不会执行。',
   actions: '操作',
   refresh: '刷新',
+  editVersion: '编辑版本',
+  editRelease: '编辑发布',
+  currentFile: '当前文件',
+  replaceFile: '替换文件',
 };
 
 export type Lang = 'zh' | 'en';

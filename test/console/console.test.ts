@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_PASSWORD, getJson, launchBrowser, login, png, screenshot, type Service, startService } from './browser.js';
@@ -19,6 +20,8 @@ afterAll(async () => {
   await browser?.close();
   await service?.stop();
 });
+
+const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** A fresh browser profile (no cookies) whose preferred language is `locale`. */
 async function newPage(locale = 'en-US'): Promise<Page> {
@@ -162,6 +165,71 @@ describe('admin console in Chromium against the real service', () => {
     expect(addon!.releases.map((r) => r.version)).toEqual(['1.0.0']);
     expect(addon!.screenshots).toHaveLength(1);
     expect(addon!.iconUrl).toMatch(/^\/uploads\//);
+  });
+
+  it('corrects every field of a published version and release, keeping their counters, with sha256 shown', async () => {
+    type Version = { id: string; version: string; versionCode: number; changelogEn: string; minVersion: string | null; forceUpdate: boolean; sha256: string | null; downloadCount: number; launcherDownloadCount: number };
+    const versionOf = async () => (await getJson<{ versions: Version[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.versionCode === 120);
+    const before = (await versionOf())!;
+    expect(before.sha256).toBe(sha256(Buffer.alloc(3 * 1024 * 1024, 7)));
+    expect((await fetch(`${base}/api/software/download/${before.id}`)).status).toBe(200);
+    expect((await fetch(`${base}/api/software/download/${before.id}?source=launcher`)).status).toBe(200);
+    await expect.poll(async () => (await versionOf())?.downloadCount).toBe(2);
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const row = page.getByTestId('version-1.2.0');
+    await row.getByTestId('sha256').getByText(before.sha256!.slice(0, 12)).waitFor();
+    await row.getByTestId('edit-version').click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByTestId('current-file').getByText(before.sha256!).waitFor();
+    await dialog.getByTestId('ver-changelog-en').fill('Fixed several bugs and a crash on start');
+    await dialog.getByTestId('ver-min-version').fill('1.0.0');
+    await dialog.getByTestId('ver-force').click({ force: true });
+    const fixed = Buffer.alloc(2 * 1024 * 1024, 9);
+    await dialog.getByTestId('file-input').setInputFiles({ name: 'launcher-setup-fixed.exe', mimeType: 'application/octet-stream', buffer: fixed });
+    await dialog.getByText(`SHA-256 ${sha256(fixed)}`).waitFor();
+    expect(await dialog.getByTestId('current-file').count()).toBe(0);
+    await screenshot(page, '04a-version-edit', { dialog: true });
+    await dialog.getByTestId('ver-submit').click();
+    await row.getByTestId('sha256').getByText(sha256(fixed).slice(0, 12)).waitFor();
+    expect(await row.getByTestId('downloads').textContent()).toBe('2');
+    expect(await row.getByTestId('launcher-downloads').textContent()).toBe('1');
+    await screenshot(page, '04b-version-edited');
+
+    expect(await versionOf()).toMatchObject({
+      id: before.id,
+      changelogEn: 'Fixed several bugs and a crash on start',
+      minVersion: '1.0.0',
+      forceUpdate: true,
+      sha256: sha256(fixed),
+      downloadCount: 2,
+      launcherDownloadCount: 1,
+    });
+    const update = await getJson<{ forceUpdate: boolean; latest: { sha256: string; fileSize: number } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=100`);
+    expect(update).toMatchObject({ forceUpdate: true, latest: { sha256: sha256(fixed), fileSize: fixed.length } });
+
+    // A release: its changelog and its source (file → external link) change; its downloads stay.
+    type Release = { id: string; version: string; changelogEn: string; downloadType: string; externalUrl: string | null; downloadCount: number };
+    const releaseOf = async () => (await getJson<Release[]>(`${base}/api/releases`)).find((r) => r.version === '1.0.0')!;
+    expect((await fetch(`${base}/api/download/${(await releaseOf()).id}`)).status).toBe(200);
+    await expect.poll(async () => (await releaseOf()).downloadCount).toBe(1);
+    await page.getByTestId('nav-addons').click();
+    await page.getByText('Better Bags').click();
+    const release = page.getByTestId('release-1.0.0');
+    await release.getByTestId('sha256').getByText(sha256(Buffer.alloc(200_000, 1)).slice(0, 12)).waitFor();
+    await release.getByTestId('edit-release').click();
+    await dialog.getByTestId('rel-version').fill('1.0.1');
+    await dialog.getByTestId('rel-changelog-en').fill('First release, mirrored');
+    await dialog.getByTestId('source-type').getByText('External URL').click();
+    await dialog.getByTestId('external-url').fill('https://mirror.example.com/better-bags-1.0.1.zip');
+    await dialog.getByTestId('rel-submit').click();
+    await page.getByTestId('release-1.0.1').getByText('URL', { exact: true }).waitFor();
+    expect(await page.getByTestId('release-1.0.1').getByTestId('downloads').textContent()).toBe('1');
+    expect(await getJson<Release[]>(`${base}/api/releases`)).toContainEqual(
+      expect.objectContaining({ version: '1.0.1', changelogEn: 'First release, mirrored', downloadType: 'url', externalUrl: 'https://mirror.example.com/better-bags-1.0.1.zip', downloadCount: 1 }),
+    );
   });
 
   it('writes and publishes an article with a safe live preview, and /api/articles?lang=en lists it', async () => {

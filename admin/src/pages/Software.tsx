@@ -2,13 +2,13 @@ import { Badge, Button, Card, Group, Modal, NumberInput, Stack, Switch, Table, T
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data } from '../api/client';
+import { api, data, type Paths } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
-import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
-import { formatBytes } from '../components/Upload';
+import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
+import { formatBytes, Sha256 } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
-import { useWrite } from '../write';
+import { changedFields, useWrite } from '../write';
 
 const KEY = ['software'] as const;
 
@@ -48,57 +48,94 @@ function PackageForm({
   );
 }
 
-function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => void }) {
+type Version = Paths['/api/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
+
+interface VersionFormValue {
+  version: string;
+  versionCode: number | string;
+  changelogZh: string;
+  changelogEn: string;
+  forceUpdate: boolean;
+  minVersion: string;
+  source: FileSourceValue;
+}
+
+const emptyVersion: VersionFormValue = {
+  version: '',
+  versionCode: '',
+  changelogZh: '',
+  changelogEn: '',
+  forceUpdate: false,
+  minVersion: '',
+  source: emptySource,
+};
+
+function versionForm(v: Version): VersionFormValue {
+  return {
+    version: v.version,
+    versionCode: v.versionCode,
+    changelogZh: v.changelogZh,
+    changelogEn: v.changelogEn,
+    forceUpdate: v.forceUpdate,
+    minVersion: v.minVersion ?? '',
+    source: storedSource(v),
+  };
+}
+
+function versionBody(v: VersionFormValue) {
+  return {
+    version: v.version,
+    versionCode: Number(v.versionCode),
+    changelogZh: v.changelogZh,
+    changelogEn: v.changelogEn,
+    forceUpdate: v.forceUpdate,
+    minVersion: v.minVersion.trim() === '' ? null : v.minVersion.trim(),
+    ...sourceBody(v.source),
+  };
+}
+
+/** Publishes a new version, or (`editing`) corrects any field of one: only the changed fields are sent, so its counters stay. */
+function VersionForm({ packageId, editing, onDone }: { packageId: string; editing?: Version; onDone: () => void }) {
   const { t } = useI18n();
-  const [version, setVersion] = useState('');
-  const [versionCode, setVersionCode] = useState<number | string>('');
-  const [changelogZh, setChangelogZh] = useState('');
-  const [changelogEn, setChangelogEn] = useState('');
-  const [forceUpdate, setForceUpdate] = useState(false);
-  const [minVersion, setMinVersion] = useState('');
-  const [source, setSource] = useState(emptySource);
-  const create = useWrite({
+  const initial = editing === undefined ? emptyVersion : versionForm(editing);
+  const [value, setValue] = useState(initial);
+  const set = <K extends keyof VersionFormValue>(key: K, next: VersionFormValue[K]) => setValue({ ...value, [key]: next });
+  const save = useWrite({
     mutationFn: async () =>
-      data(
-        await api.POST('/api/software/{id}/versions', {
-          params: { path: { id: packageId } },
-          body: {
-            version,
-            versionCode: Number(versionCode),
-            changelogZh,
-            changelogEn,
-            forceUpdate,
-            minVersion: minVersion.trim() === '' ? null : minVersion.trim(),
-            ...sourceBody(source),
-          },
-        }),
-      ),
+      editing === undefined
+        ? data(await api.POST('/api/software/{id}/versions', { params: { path: { id: packageId } }, body: versionBody(value) }))
+        : data(
+            await api.PUT('/api/software/versions/{versionId}', {
+              params: { path: { versionId: editing.id } },
+              body: changedFields(versionBody(initial), versionBody(value)),
+            }),
+          ),
     invalidate: KEY,
-    success: 'created',
+    success: editing === undefined ? 'created' : 'saved',
     onDone,
   });
   return (
     <form
       onSubmit={(e) => {
         e.preventDefault();
-        if (!sourceReady(source)) return notifyError(new Error(t('fileRequired')), t);
-        create.mutate();
+        if (!sourceReady(value.source)) return notifyError(new Error(t('fileRequired')), t);
+        save.mutate();
       }}
     >
       <Stack>
         <Group grow>
-          <TextInput label={t('version')} value={version} onChange={(e) => setVersion(e.currentTarget.value)} required placeholder="1.2.0" data-testid="ver-version" />
-          <NumberInput label={t('versionCode')} value={versionCode} onChange={setVersionCode} required min={0} allowDecimal={false} data-testid="ver-code" />
+          <TextInput label={t('version')} value={value.version} onChange={(e) => set('version', e.currentTarget.value)} required placeholder="1.2.0" data-testid="ver-version" />
+          <NumberInput label={t('versionCode')} value={value.versionCode} onChange={(c) => set('versionCode', c)} required min={0} allowDecimal={false} data-testid="ver-code" />
         </Group>
-        <FileSource value={source} onChange={setSource} />
-        <Textarea label={t('changelogZh')} value={changelogZh} onChange={(e) => setChangelogZh(e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-zh" />
-        <Textarea label={t('changelogEn')} value={changelogEn} onChange={(e) => setChangelogEn(e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-en" />
+        <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
+        <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-zh" />
+        <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-en" />
         <Group grow>
-          <TextInput label={t('minVersion')} value={minVersion} onChange={(e) => setMinVersion(e.currentTarget.value)} />
-          <Switch label={t('forceUpdate')} checked={forceUpdate} onChange={(e) => setForceUpdate(e.currentTarget.checked)} mt="lg" />
+          <TextInput label={t('minVersion')} value={value.minVersion} onChange={(e) => set('minVersion', e.currentTarget.value)} data-testid="ver-min-version" />
+          <Switch label={t('forceUpdate')} checked={value.forceUpdate} onChange={(e) => set('forceUpdate', e.currentTarget.checked)} mt="lg" data-testid="ver-force" />
         </Group>
-        <Button type="submit" loading={create.isPending} data-testid="ver-submit">
-          {t('create')}
+        <Button type="submit" loading={save.isPending} data-testid="ver-submit">
+          {editing === undefined ? t('create') : t('save')}
         </Button>
       </Stack>
     </form>
@@ -107,6 +144,7 @@ function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => v
 
 function Versions({ packageId }: { packageId: string }) {
   const { t, lang } = useI18n();
+  const [editing, setEditing] = useState<Version | null>(null);
   const detail = useQuery({
     queryKey: [...KEY, packageId, lang],
     queryFn: async () => data(await api.GET('/api/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
@@ -126,13 +164,14 @@ function Versions({ packageId }: { packageId: string }) {
   const versions = detail.data?.versions ?? [];
   if (versions.length === 0) return <Text c="dimmed" size="sm">{detail.isPending ? t('loading') : t('noVersions')}</Text>;
   return (
-    <Table.ScrollContainer minWidth={900}>
+    <Table.ScrollContainer minWidth={1000}>
       <Table striped data-testid={`versions-${packageId}`}>
         <Table.Thead>
           <Table.Tr>
             <Table.Th>{t('version')}</Table.Th>
             <Table.Th>{t('versionCode')}</Table.Th>
             <Table.Th>{t('size')}</Table.Th>
+            <Table.Th style={{ whiteSpace: 'nowrap' }}>SHA-256</Table.Th>
             <Table.Th>{t('downloadsCol')}</Table.Th>
             <Table.Th>{t('launcherDownloads')}</Table.Th>
             <Table.Th>{t('forceUpdate')}</Table.Th>
@@ -143,7 +182,7 @@ function Versions({ packageId }: { packageId: string }) {
         </Table.Thead>
         <Table.Tbody>
           {versions.map((v) => (
-            <Table.Tr key={v.id}>
+            <Table.Tr key={v.id} data-testid={`version-${v.version}`}>
               <Table.Td>
                 <Group gap={6}>
                   <Text fw={500}>{v.version}</Text>
@@ -156,8 +195,11 @@ function Versions({ packageId }: { packageId: string }) {
               </Table.Td>
               <Table.Td>{v.versionCode}</Table.Td>
               <Table.Td>{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Table.Td>
-              <Table.Td>{v.downloadCount}</Table.Td>
-              <Table.Td>{v.launcherDownloadCount}</Table.Td>
+              <Table.Td>
+                <Sha256 value={v.sha256} short />
+              </Table.Td>
+              <Table.Td data-testid="downloads">{v.downloadCount}</Table.Td>
+              <Table.Td data-testid="launcher-downloads">{v.launcherDownloadCount}</Table.Td>
               <Table.Td>
                 <Switch size="xs" checked={v.forceUpdate} onChange={(e) => update.mutate({ id: v.id, body: { forceUpdate: e.currentTarget.checked } })} />
               </Table.Td>
@@ -165,6 +207,9 @@ function Versions({ packageId }: { packageId: string }) {
               <Table.Td>{new Date(v.createdAt).toLocaleString()}</Table.Td>
               <Table.Td>
                 <Group gap={4} wrap="nowrap">
+                  <Button size="xs" variant="default" onClick={() => setEditing(v)} data-testid="edit-version">
+                    {t('edit')}
+                  </Button>
                   {!v.isLatest && (
                     <Button size="xs" variant="light" onClick={() => update.mutate({ id: v.id, body: { isLatest: true } })}>
                       {t('setLatest')}
@@ -179,6 +224,9 @@ function Versions({ packageId }: { packageId: string }) {
           ))}
         </Table.Tbody>
       </Table>
+      <Modal opened={editing !== null} onClose={() => setEditing(null)} title={`${t('editVersion')} · ${editing?.version ?? ''}`} size="lg">
+        {editing !== null && <VersionForm packageId={packageId} editing={editing} onDone={() => setEditing(null)} />}
+      </Modal>
     </Table.ScrollContainer>
   );
 }
