@@ -115,6 +115,7 @@ export async function seedCatalogue(target: BenchTarget, count: number): Promise
             isLatest: r === RELEASES_PER_ADDON - 1 ? 1 : 0,
             wowVersion: '1.18',
             createdAt: iso(createdAt + r * 1000),
+            publishAt: null,
           });
         }
         addons.push({

@@ -20,9 +20,11 @@ import { DeviceService } from './modules/devices/service.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { fileRoutes } from './modules/files/routes.js';
 import { FileService } from './modules/files/service.js';
+import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { Signer } from './signing.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppDeps {
@@ -56,12 +58,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   const db = database.db;
   const files = new FileService(db, storage);
+  const cache = new ContentCache(db, config.cacheCheckMs);
+  const signer = new Signer(db, cache, { keyFile: config.signingKeyFile, overlapDays: config.signingOverlapDays });
+  await signer.init();
   const ctx: AppContext = {
     config,
     db,
     engine: database.engine,
     storage,
-    cache: new ContentCache(db, config.cacheCheckMs),
+    cache,
+    signer,
     auth: new AuthService(db),
     files,
     downloads: new DownloadService(db, storage, files),
@@ -104,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(authRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
+  await server.register(signingRoutes(ctx));
   await server.register(addonRoutes(ctx));
   await server.register(contentRoutes(ctx));
   await server.register(deviceRoutes(ctx));

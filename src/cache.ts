@@ -1,19 +1,45 @@
 import { sql } from 'kysely';
 import { isUniqueViolation } from './db/errors.js';
 import type { Db } from './db/index.js';
+import { now } from './domain/clock.js';
 import { conflict } from './http/errors.js';
 
 /** Bounds memory when clients vary keys (search terms): the oldest entry makes room. */
 const MAX_ENTRIES = 10_000;
 
+/** Longest life of an entry: rendered answers carry a signature time that must stay under an hour old. */
+export const MAX_ENTRY_AGE_MS = 30 * 60 * 1000;
+
+/** The next `publishAt` after `at` among versions, releases and articles, in epoch ms (or null). */
+async function nextScheduled(db: Db, at: number): Promise<number | null> {
+  const after = new Date(at).toISOString();
+  const times = await Promise.all(
+    (['softwareVersions', 'releases', 'articles'] as const).map((table) =>
+      db
+        .selectFrom(table)
+        .select((eb) => eb.fn.min('publishAt').as('next'))
+        .where('publishAt', '>', after)
+        .executeTakeFirst(),
+    ),
+  );
+  const next = times.flatMap((t) => (typeof t?.next === 'string' ? [Date.parse(t.next)] : []));
+  return next.length > 0 ? Math.min(...next) : null;
+}
+
 /**
  * Coherent read caches across instances. Every content write bumps `content_state.version` in the
  * same database; each instance compares it with the version its caches were built from at most
  * every `checkMs`, and drops them when it moved. A write made here clears this instance at once.
+ * Entries also expire, with no write, when the next scheduled row (`publishAt`) becomes published
+ * and at the latest after `MAX_ENTRY_AGE_MS`.
  */
 export class ContentCache {
   private version = -1;
   private checkedAt = 0;
+  /** Clock time (see domain/clock) at which the entries stop being valid. */
+  private expiresAt = 0;
+  /** Counts clears, so that a value computed before one is not kept after it. */
+  private generation = 0;
   private pending: Promise<void> | null = null;
   private readonly entries = new Map<string, unknown>();
 
@@ -40,7 +66,7 @@ export class ContentCache {
 
   /** Clears local entries and marks the change for the other instances. Call after a committed write. */
   async bump(): Promise<void> {
-    this.entries.clear();
+    this.clear();
     const row = await this.db
       .updateTable('contentState')
       .set({ version: sql`version + 1` })
@@ -48,22 +74,36 @@ export class ContentCache {
       .returning('version')
       .executeTakeFirst();
     this.version = row?.version ?? -1;
+    await this.planExpiry();
     this.checkedAt = Date.now();
+  }
+
+  private clear(): void {
+    this.entries.clear();
+    this.generation += 1;
+  }
+
+  /** Entries now valid until the next scheduled publication, or for `MAX_ENTRY_AGE_MS`. */
+  private async planExpiry(): Promise<void> {
+    const at = now();
+    const next = await nextScheduled(this.db, at);
+    this.expiresAt = Math.min(next ?? Infinity, at + MAX_ENTRY_AGE_MS);
   }
 
   private async refresh(): Promise<void> {
     const row = await this.db.selectFrom('contentState').select('version').where('id', '=', 1).executeTakeFirst();
     const version = row?.version ?? 0;
-    if (version !== this.version) {
-      this.entries.clear();
+    if (version !== this.version || now() >= this.expiresAt) {
+      this.clear();
       this.version = version;
+      await this.planExpiry();
     }
     this.checkedAt = Date.now();
   }
 
-  /** Resolves once the local view is no older than `checkMs`. */
+  /** Resolves once the local view is no older than `checkMs` and no scheduled time has passed since. */
   private fresh(): Promise<void> | null {
-    if (Date.now() - this.checkedAt < this.checkMs) return null;
+    if (Date.now() - this.checkedAt < this.checkMs && now() < this.expiresAt) return null;
     this.pending ??= this.refresh().finally(() => {
       this.pending = null;
     });
@@ -75,9 +115,9 @@ export class ContentCache {
     const waiting = this.fresh();
     if (waiting) await waiting;
     if (this.entries.has(key)) return this.entries.get(key) as T;
-    const version = this.version;
+    const generation = this.generation;
     const value = await compute();
-    if (version === this.version) {
+    if (generation === this.generation) {
       if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value as string);
       this.entries.set(key, value);
     }

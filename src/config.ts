@@ -18,6 +18,9 @@ export interface Config {
   readonly heartbeatFlushMs: number;
   readonly cacheCheckMs: number;
   readonly loginRateLimit: number;
+  /** A PKCS#8 PEM Ed25519 key to sign answers with, instead of keys kept in the database. */
+  readonly signingKeyFile: string | null;
+  readonly signingOverlapDays: number;
 }
 
 export type DatabaseConfig =
@@ -137,5 +140,7 @@ export function loadConfig(env: Env = process.env): Config {
     heartbeatFlushMs: integer(env, 'HEARTBEAT_FLUSH_MS', 1000, 10, 60_000),
     cacheCheckMs: integer(env, 'CACHE_CHECK_MS', 1000, 10, 60_000),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 20, 1, 1_000_000),
+    signingKeyFile: env.SIGNING_KEY_FILE ? path.resolve(env.SIGNING_KEY_FILE) : null,
+    signingOverlapDays: integer(env, 'SIGNING_OVERLAP_DAYS', 30, 0, 3650),
   });
 }

@@ -5,6 +5,7 @@ import type { AuthService } from './modules/auth/service.js';
 import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
 import type { FileService } from './modules/files/service.js';
+import type { Signer } from './signing.js';
 import type { Storage } from './storage/storage.js';
 
 /** What every module is built from; passed explicitly, never hung on the Fastify instance. */
@@ -14,6 +15,7 @@ export interface AppContext {
   readonly engine: Engine;
   readonly storage: Storage;
   readonly cache: ContentCache;
+  readonly signer: Signer;
   readonly auth: AuthService;
   readonly files: FileService;
   readonly downloads: DownloadService;

@@ -51,6 +51,8 @@ describe('GET /api/software/check-update', () => {
         sha256: file.sha256,
         forceUpdate: true,
       },
+      downgrade: false,
+      signedAt: expect.any(String),
     });
   });
 
@@ -349,6 +351,9 @@ describe('GET /api/software, /api/software/{idOrSlug}, /api/software/changelog',
         forceUpdate: true,
         wowVersion: '1.18',
         createdAt: expect.any(String),
+        rolloutPercent: 100,
+        publishAt: null,
+        revokedAt: null,
       },
       {
         version: '1',
@@ -361,6 +366,9 @@ describe('GET /api/software, /api/software/{idOrSlug}, /api/software/changelog',
         forceUpdate: false,
         wowVersion: '1.18',
         createdAt: expect.any(String),
+        rolloutPercent: 100,
+        publishAt: null,
+        revokedAt: null,
       },
     ]);
     expect((await t.inject('/api/software/changelog')).statusCode).toBe(400);

@@ -247,9 +247,68 @@ const m002Catalogue: Migration = {
   },
 };
 
+/*
+ * Release safety: scheduled publishing (`publish_at`, ISO 8601 UTC or null) on versions, releases and
+ * articles; staged rollouts, revocation and automatic halts on versions; per-device history of the
+ * app versions heartbeats reported (rollout health); the signing keys of public answers.
+ */
+const m003ReleaseSafety: Migration = {
+  async up(db: Kysely<unknown>) {
+    for (const table of ['software_versions', 'releases', 'articles']) {
+      await db.schema.alterTable(table).addColumn('publish_at', 'text').execute();
+    }
+    await db.schema
+      .alterTable('software_versions')
+      .addColumn('rollout_percent', 'integer', (c) => c.notNull().defaultTo(100))
+      .execute();
+    await db.schema.alterTable('software_versions').addColumn('revoked_at', 'text').execute();
+    // JSON `{maxQuietRate, minDevices}` or null.
+    await db.schema.alterTable('software_versions').addColumn('auto_halt', 'text').execute();
+    await db.schema.alterTable('software_versions').addColumn('halted_at', 'text').execute();
+    await db.schema.alterTable('software_versions').addColumn('halt_reason', 'text').execute();
+
+    // Times in epoch milliseconds, so that both engines compare and subtract them alike.
+    await db.schema
+      .createTable('device_versions')
+      .addColumn('device_id', 'text', (c) => c.notNull())
+      .addColumn('app_version', 'text', (c) => c.notNull())
+      .addColumn('first_seen_ms', 'bigint', (c) => c.notNull())
+      .addColumn('last_seen_ms', 'bigint', (c) => c.notNull())
+      // Start of the first silence of more than 3 minutes between two heartbeats on this version.
+      .addColumn('quiet_from_ms', 'bigint')
+      .addPrimaryKeyConstraint('device_versions_pk', ['device_id', 'app_version'])
+      .execute();
+    await db.schema
+      .createIndex('device_versions_version_idx')
+      .on('device_versions')
+      .columns(['app_version', 'first_seen_ms'])
+      .execute();
+
+    await db.schema
+      .createTable('signing_keys')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('public_key', 'text', (c) => c.notNull())
+      .addColumn('private_key', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('retired_at', 'text')
+      .addColumn('endorsed_by', 'text')
+      .addColumn('endorsement', 'text')
+      .execute();
+    // One active key: two instances starting at once on an empty database cannot both create one.
+    await db.schema
+      .createIndex('signing_keys_one_active')
+      .on('signing_keys')
+      .expression(sql`(retired_at is null)`)
+      .unique()
+      .where(sql.ref('retired_at'), 'is', null)
+      .execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
+  '003_release_safety': m003ReleaseSafety,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -67,6 +67,13 @@ export interface SoftwareVersionsTable {
   downloadCount: Generated<number>;
   launcherDownloadCount: Generated<number>;
   createdAt: string;
+  publishAt: Generated<string | null>;
+  rolloutPercent: Generated<number>;
+  revokedAt: Generated<string | null>;
+  /** JSON `{maxQuietRate, minDevices}`. */
+  autoHalt: Generated<string | null>;
+  haltedAt: Generated<string | null>;
+  haltReason: Generated<string | null>;
 }
 
 export interface AddonsTable {
@@ -102,6 +109,7 @@ export interface ReleasesTable {
   isLatest: Flag;
   wowVersion: string;
   createdAt: string;
+  publishAt: Generated<string | null>;
 }
 
 export interface ScreenshotsTable {
@@ -125,6 +133,7 @@ export interface ArticlesTable {
   published: Flag;
   createdAt: string;
   updatedAt: string;
+  publishAt: Generated<string | null>;
 }
 
 export interface BannersTable {
@@ -154,6 +163,26 @@ export interface DevicesTable {
   firstSeenAt: string;
   lastSeenAt: string;
   heartbeatCount: number;
+}
+
+/** Per device and reported app version: when heartbeats on it were first and last seen (epoch ms). */
+export interface DeviceVersionsTable {
+  deviceId: string;
+  appVersion: string;
+  firstSeenMs: number;
+  lastSeenMs: number;
+  quietFromMs: number | null;
+}
+
+/** Ed25519 keys; `publicKey` is base64 of the raw 32 bytes, `privateKey` PKCS#8 PEM. */
+export interface SigningKeysTable {
+  id: string;
+  publicKey: string;
+  privateKey: string;
+  createdAt: string;
+  retiredAt: string | null;
+  endorsedBy: string | null;
+  endorsement: string | null;
 }
 
 /** Daily roll-up of counted downloads, by kind (`installer`, `launcher`, `addon`). */
@@ -186,6 +215,8 @@ export interface Database {
   banners: BannersTable;
   galleryImages: GalleryImagesTable;
   devices: DevicesTable;
+  deviceVersions: DeviceVersionsTable;
+  signingKeys: SigningKeysTable;
   downloadDaily: DownloadDailyTable;
   contentState: ContentStateTable;
 }
@@ -203,5 +234,7 @@ export type ArticleRow = Selectable<ArticlesTable>;
 export type BannerRow = Selectable<BannersTable>;
 export type GalleryRow = Selectable<GalleryImagesTable>;
 export type DeviceRow = Selectable<DevicesTable>;
+export type DeviceVersionRow = Selectable<DeviceVersionsTable>;
+export type SigningKeyRow = Selectable<SigningKeysTable>;
 export type ReleaseUpdate = Updateable<ReleasesTable>;
 export type AddonUpdate = Updateable<AddonsTable>;

@@ -14,3 +14,15 @@ export const NullableString = (options: { maxLength?: number; pattern?: string; 
 /** One of fixed strings as `{type: "string", enum: […]}`, serialized without the run-time checks of `anyOf`. */
 export const StringEnum = <T extends string>(values: readonly T[], options: { description?: string } = {}) =>
   Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+
+/** `publishAt` in write bodies: an ISO 8601 timestamp or null (`"tomorrow"` is a 400 naming the field). */
+export const PublishAtBody = Type.Unsafe<string | null>({
+  type: ['string', 'null'],
+  format: 'date-time',
+  description: 'hidden from every public read and download until this time; null (default): published now',
+});
+
+/** `publishAt` as stored: ISO 8601 UTC, so that times compare as strings on both engines. */
+export function publishAtColumn(value: string | null | undefined): string | null {
+  return value === undefined || value === null ? null : new Date(value).toISOString();
+}

@@ -69,6 +69,7 @@ export interface paths {
                                 gameVersion: string;
                                 id: string;
                                 isLatest: boolean;
+                                publishAt: string | null;
                                 sha256: string | null;
                                 version: string;
                                 wowVersion: string;
@@ -168,6 +169,7 @@ export interface paths {
                                 gameVersion: string;
                                 id: string;
                                 isLatest: boolean;
+                                publishAt: string | null;
                                 sha256: string | null;
                                 version: string;
                                 wowVersion: string;
@@ -305,6 +307,7 @@ export interface paths {
                                 gameVersion: string;
                                 id: string;
                                 isLatest: boolean;
+                                publishAt: string | null;
                                 sha256: string | null;
                                 version: string;
                                 wowVersion: string;
@@ -536,6 +539,7 @@ export interface paths {
                                 gameVersion: string;
                                 id: string;
                                 isLatest: boolean;
+                                publishAt: string | null;
                                 sha256: string | null;
                                 version: string;
                                 wowVersion: string;
@@ -565,6 +569,170 @@ export interface paths {
                         "application/json": {
                             error: string;
                         };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/addons/{idOrSlug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One addon with every release, scheduled ones (publishAt in the future) included */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path: {
+                    idOrSlug: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            _count: {
+                                releases: number;
+                            };
+                            category: string;
+                            createdAt: string;
+                            description: string;
+                            descriptionEn: string;
+                            descriptionZh: string;
+                            iconUrl: string | null;
+                            id: string;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            name: string;
+                            nameEn: string;
+                            nameZh: string;
+                            published: boolean;
+                            releases: {
+                                addonId: string;
+                                changelog: string;
+                                changelogEn: string;
+                                changelogZh: string;
+                                createdAt: string;
+                                downloadCount: number;
+                                downloadType: "local" | "url";
+                                externalUrl: string | null;
+                                filePath: string;
+                                fileSize: number;
+                                gameVersion: string;
+                                id: string;
+                                isLatest: boolean;
+                                publishAt: string | null;
+                                sha256: string | null;
+                                version: string;
+                                wowVersion: string;
+                            }[];
+                            screenshots: {
+                                addonId: string;
+                                createdAt: string;
+                                id: string;
+                                imageUrl: string;
+                                sortOrder: number;
+                            }[];
+                            slug: string;
+                            summary: string;
+                            summaryEn: string;
+                            summaryZh: string;
+                            totalDownloads: number;
+                            updatedAt: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/articles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every article, newest first: drafts and scheduled ones (publishAt in the future) included */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            content: string;
+                            contentEn: string;
+                            contentZh: string;
+                            coverImage: string;
+                            createdAt: string;
+                            id: string;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            published: boolean;
+                            slug: string;
+                            summary: string;
+                            summaryEn: string;
+                            summaryZh: string;
+                            title: string;
+                            titleEn: string;
+                            titleZh: string;
+                            updatedAt: string;
+                        }[];
                     };
                 };
             };
@@ -914,6 +1082,247 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/signing-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new active signing key, endorsed by the previous one, which retires after the overlap */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            algorithm: "ed25519";
+                            createdAt: string;
+                            /** @description null for the first key */
+                            endorsement: {
+                                /** @description the key that endorsed this one (the previous active key) */
+                                keyId: string;
+                                /** @description base64 Ed25519 signature over this key's raw public key bytes */
+                                signature: string;
+                            } | null;
+                            keyId: string;
+                            /** @description base64 of the raw 32-byte Ed25519 public key */
+                            publicKey: string;
+                            status: "active" | "retired";
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/software/{idOrSlug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One package with every version, scheduled ones (publishAt in the future) included */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path: {
+                    idOrSlug: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            _count: {
+                                versions: number;
+                            };
+                            createdAt: string;
+                            description: string;
+                            descriptionEn: string;
+                            descriptionZh: string;
+                            id: string;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            name: string;
+                            nameEn: string;
+                            nameZh: string;
+                            slug: string;
+                            updatedAt: string;
+                            versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
+                                changelog: string;
+                                changelogEn: string;
+                                changelogZh: string;
+                                createdAt: string;
+                                downloadCount: number;
+                                /** @enum {string} */
+                                downloadType: "local" | "url";
+                                externalUrl: string | null;
+                                filePath: string;
+                                fileSize: number;
+                                forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
+                                id: string;
+                                isLatest: boolean;
+                                launcherDownloadCount: number;
+                                minVersion: string | null;
+                                packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
+                                sha256: string | null;
+                                version: string;
+                                versionCode: number;
+                                wowVersion: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/software/versions/{versionId}/rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Rollout health from stored heartbeats (applies the automatic halt when it is due) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description devices whose last heartbeat's appVersion is this version */
+                            devicesOnVersion: number;
+                            haltedAt: string | null;
+                            haltReason: string | null;
+                            onlineOnVersion: number;
+                            previous: {
+                                /** @description devices whose last heartbeat's appVersion is this version */
+                                devicesOnVersion: number;
+                                /** @description share of devices (first seen ≥ 10 min ago) silent > 3 min in their first 10 min; null: none yet */
+                                quietAfterUpdate: number | null;
+                                version: string;
+                            } | null;
+                            publishedAt: string;
+                            /** @description share of devices (first seen ≥ 10 min ago) silent > 3 min in their first 10 min; null: none yet */
+                            quietAfterUpdate: number | null;
+                            rolloutPercent: number;
+                            /** @description devices active on the version and on the previous one, at up to 48 points since publishedAt */
+                            timeline: {
+                                at: string;
+                                devicesOnPrevious: number;
+                                devicesOnVersion: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/stats/downloads": {
         parameters: {
             query?: never;
@@ -1155,6 +1564,8 @@ export interface paths {
                             id: string;
                             /** @enum {string} */
                             lang: "zh" | "en";
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
                             published: boolean;
                             slug: string;
                             summary: string;
@@ -1198,6 +1609,11 @@ export interface paths {
                         /** @description Chinese text */
                         contentZh?: string;
                         coverImage?: string;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
                         /** @description default true */
                         published?: boolean;
                         /** @description 1–64 characters of a-z 0-9 . _ -, starting with a letter or digit */
@@ -1233,6 +1649,8 @@ export interface paths {
                             id: string;
                             /** @enum {string} */
                             lang: "zh" | "en";
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
                             published: boolean;
                             slug: string;
                             summary: string;
@@ -1302,6 +1720,11 @@ export interface paths {
                         /** @description Chinese text */
                         contentZh?: string;
                         coverImage?: string;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
                         /** @description default true */
                         published?: boolean;
                         /** @description 1–64 characters of a-z 0-9 . _ -, starting with a letter or digit */
@@ -1337,6 +1760,8 @@ export interface paths {
                             id: string;
                             /** @enum {string} */
                             lang: "zh" | "en";
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
                             published: boolean;
                             slug: string;
                             summary: string;
@@ -1465,6 +1890,8 @@ export interface paths {
                             id: string;
                             /** @enum {string} */
                             lang: "zh" | "en";
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
                             published: boolean;
                             slug: string;
                             summary: string;
@@ -2093,6 +2520,7 @@ export interface paths {
                             gameVersion: string;
                             id: string;
                             isLatest: boolean;
+                            publishAt: string | null;
                             sha256: string | null;
                             version: string;
                             wowVersion: string;
@@ -2137,6 +2565,11 @@ export interface paths {
                         gameVersion?: string;
                         /** @description ignored: a new release is always the latest */
                         isLatest?: boolean;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
                         sha256?: string | null;
                         version: string;
                         /** @description accepted and ignored: stored as `1.18` */
@@ -2165,6 +2598,7 @@ export interface paths {
                             gameVersion: string;
                             id: string;
                             isLatest: boolean;
+                            publishAt: string | null;
                             sha256: string | null;
                             version: string;
                             wowVersion: string;
@@ -2244,6 +2678,11 @@ export interface paths {
                         fileSize?: number;
                         gameVersion?: string;
                         isLatest?: boolean;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
                         sha256?: string | null;
                         version?: string;
                         /** @description accepted and ignored: stored as `1.18` */
@@ -2272,6 +2711,7 @@ export interface paths {
                             gameVersion: string;
                             id: string;
                             isLatest: boolean;
+                            publishAt: string | null;
                             sha256: string | null;
                             version: string;
                             wowVersion: string;
@@ -2501,6 +2941,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Keys that sign answers (X-Signature), newest first; retired keys sign during the overlap */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            algorithm: "ed25519";
+                            createdAt: string;
+                            /** @description null for the first key */
+                            endorsement: {
+                                /** @description the key that endorsed this one (the previous active key) */
+                                keyId: string;
+                                /** @description base64 Ed25519 signature over this key's raw public key bytes */
+                                signature: string;
+                            } | null;
+                            keyId: string;
+                            /** @description base64 of the raw 32-byte Ed25519 public key */
+                            publicKey: string;
+                            status: "active" | "retired";
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/software": {
         parameters: {
             query?: never;
@@ -2546,6 +3037,12 @@ export interface paths {
                             slug: string;
                             updatedAt: string;
                             versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
                                 changelog: string;
                                 changelogEn: string;
                                 changelogZh: string;
@@ -2557,11 +3054,20 @@ export interface paths {
                                 filePath: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
                                 id: string;
                                 isLatest: boolean;
                                 launcherDownloadCount: number;
                                 minVersion: string | null;
                                 packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
                                 sha256: string | null;
                                 version: string;
                                 versionCode: number;
@@ -2624,6 +3130,12 @@ export interface paths {
                             slug: string;
                             updatedAt: string;
                             versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
                                 changelog: string;
                                 changelogEn: string;
                                 changelogZh: string;
@@ -2635,11 +3147,20 @@ export interface paths {
                                 filePath: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
                                 id: string;
                                 isLatest: boolean;
                                 launcherDownloadCount: number;
                                 minVersion: string | null;
                                 packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
                                 sha256: string | null;
                                 version: string;
                                 versionCode: number;
@@ -2739,6 +3260,12 @@ export interface paths {
                             slug: string;
                             updatedAt: string;
                             versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
                                 changelog: string;
                                 changelogEn: string;
                                 changelogZh: string;
@@ -2750,11 +3277,20 @@ export interface paths {
                                 filePath: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
                                 id: string;
                                 isLatest: boolean;
                                 launcherDownloadCount: number;
                                 minVersion: string | null;
                                 packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
                                 sha256: string | null;
                                 version: string;
                                 versionCode: number;
@@ -2851,6 +3387,13 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** @description halt automatically (rolloutPercent 0) once minDevices count and quietAfterUpdate > maxQuietRate */
+                        autoHalt?: {
+                            /** @description halt when quietAfterUpdate exceeds this share */
+                            maxQuietRate: number;
+                            /** @description only once this many devices count */
+                            minDevices: number;
+                        } | null;
                         /** @description alias of changelogZh */
                         changelog?: string;
                         /** @description English text */
@@ -2866,6 +3409,13 @@ export interface paths {
                         /** @description ignored: a new version is always the latest */
                         isLatest?: boolean;
                         minVersion?: string | null;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
+                        /** @description default 100; 0 halts the rollout */
+                        rolloutPercent?: number;
                         sha256?: string | null;
                         version: string;
                         versionCode: number;
@@ -2882,6 +3432,12 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            autoHalt: {
+                                /** @description halt when quietAfterUpdate exceeds this share */
+                                maxQuietRate: number;
+                                /** @description only once this many devices count */
+                                minDevices: number;
+                            } | null;
                             changelog: string;
                             changelogEn: string;
                             changelogZh: string;
@@ -2893,11 +3449,20 @@ export interface paths {
                             filePath: string;
                             fileSize: number;
                             forceUpdate: boolean;
+                            /** @description when the automatic halt set rolloutPercent to 0 */
+                            haltedAt: string | null;
+                            haltReason: string | null;
                             id: string;
                             isLatest: boolean;
                             launcherDownloadCount: number;
                             minVersion: string | null;
                             packageId: string;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            /** @description withdrawn: never offered, downloads answer 410 */
+                            revokedAt: string | null;
+                            /** @description share of devices (0–100) offered this version */
+                            rolloutPercent: number;
                             sha256: string | null;
                             version: string;
                             versionCode: number;
@@ -2985,6 +3550,12 @@ export interface paths {
                             slug: string;
                             updatedAt: string;
                             versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
                                 changelog: string;
                                 changelogEn: string;
                                 changelogZh: string;
@@ -2996,11 +3567,20 @@ export interface paths {
                                 filePath: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
                                 id: string;
                                 isLatest: boolean;
                                 launcherDownloadCount: number;
                                 minVersion: string | null;
                                 packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
                                 sha256: string | null;
                                 version: string;
                                 versionCode: number;
@@ -3078,6 +3658,12 @@ export interface paths {
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 isLatest: boolean;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
                                 version: string;
                                 versionCode: number;
                                 wowVersion: string;
@@ -3129,6 +3715,8 @@ export interface paths {
         get: {
             parameters: {
                 query?: {
+                    /** @description the heartbeat's deviceId: places the device in staged rollouts */
+                    deviceId?: string;
                     /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
                     lang?: string;
                     /** @description alias of `lang` */
@@ -3154,6 +3742,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description true for a device on a revoked version: install `latest` even when lower */
+                            downgrade: boolean;
                             forceUpdate: boolean;
                             hasUpdate: boolean;
                             /** @enum {string} */
@@ -3172,6 +3762,8 @@ export interface paths {
                                 versionCode: number;
                                 wowVersion: string;
                             };
+                            /** @description when this answer was signed (never more than 1 hour ago) */
+                            signedAt: string;
                             wowVersion: string;
                         };
                     };
@@ -3250,6 +3842,17 @@ export interface paths {
                 };
                 /** @description every failure */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3373,6 +3976,13 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** @description halt automatically (rolloutPercent 0) once minDevices count and quietAfterUpdate > maxQuietRate */
+                        autoHalt?: {
+                            /** @description halt when quietAfterUpdate exceeds this share */
+                            maxQuietRate: number;
+                            /** @description only once this many devices count */
+                            minDevices: number;
+                        } | null;
                         /** @description alias of changelogZh */
                         changelog?: string;
                         /** @description English text */
@@ -3387,6 +3997,13 @@ export interface paths {
                         forceUpdate?: boolean;
                         isLatest?: boolean;
                         minVersion?: string | null;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
+                        /** @description default 100; 0 halts the rollout */
+                        rolloutPercent?: number;
                         sha256?: string | null;
                         version?: string;
                         versionCode?: number;
@@ -3403,6 +4020,12 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            autoHalt: {
+                                /** @description halt when quietAfterUpdate exceeds this share */
+                                maxQuietRate: number;
+                                /** @description only once this many devices count */
+                                minDevices: number;
+                            } | null;
                             changelog: string;
                             changelogEn: string;
                             changelogZh: string;
@@ -3414,11 +4037,20 @@ export interface paths {
                             filePath: string;
                             fileSize: number;
                             forceUpdate: boolean;
+                            /** @description when the automatic halt set rolloutPercent to 0 */
+                            haltedAt: string | null;
+                            haltReason: string | null;
                             id: string;
                             isLatest: boolean;
                             launcherDownloadCount: number;
                             minVersion: string | null;
                             packageId: string;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            /** @description withdrawn: never offered, downloads answer 410 */
+                            revokedAt: string | null;
+                            /** @description share of devices (0–100) offered this version */
+                            rolloutPercent: number;
                             sha256: string | null;
                             version: string;
                             versionCode: number;
@@ -3490,6 +4122,182 @@ export interface paths {
                 };
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software/versions/{versionId}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Withdraw a version: never offered again, devices on it are sent back (downgrade), downloads 410 */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            autoHalt: {
+                                /** @description halt when quietAfterUpdate exceeds this share */
+                                maxQuietRate: number;
+                                /** @description only once this many devices count */
+                                minDevices: number;
+                            } | null;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            createdAt: string;
+                            downloadCount: number;
+                            /** @enum {string} */
+                            downloadType: "local" | "url";
+                            externalUrl: string | null;
+                            filePath: string;
+                            fileSize: number;
+                            forceUpdate: boolean;
+                            /** @description when the automatic halt set rolloutPercent to 0 */
+                            haltedAt: string | null;
+                            haltReason: string | null;
+                            id: string;
+                            isLatest: boolean;
+                            launcherDownloadCount: number;
+                            minVersion: string | null;
+                            packageId: string;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            /** @description withdrawn: never offered, downloads answer 410 */
+                            revokedAt: string | null;
+                            /** @description share of devices (0–100) offered this version */
+                            rolloutPercent: number;
+                            sha256: string | null;
+                            version: string;
+                            versionCode: number;
+                            wowVersion: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software/versions/{versionId}/unrevoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Offer a withdrawn version again */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            autoHalt: {
+                                /** @description halt when quietAfterUpdate exceeds this share */
+                                maxQuietRate: number;
+                                /** @description only once this many devices count */
+                                minDevices: number;
+                            } | null;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            createdAt: string;
+                            downloadCount: number;
+                            /** @enum {string} */
+                            downloadType: "local" | "url";
+                            externalUrl: string | null;
+                            filePath: string;
+                            fileSize: number;
+                            forceUpdate: boolean;
+                            /** @description when the automatic halt set rolloutPercent to 0 */
+                            haltedAt: string | null;
+                            haltReason: string | null;
+                            id: string;
+                            isLatest: boolean;
+                            launcherDownloadCount: number;
+                            minVersion: string | null;
+                            packageId: string;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            /** @description withdrawn: never offered, downloads answer 410 */
+                            revokedAt: string | null;
+                            /** @description share of devices (0–100) offered this version */
+                            rolloutPercent: number;
+                            sha256: string | null;
+                            version: string;
+                            versionCode: number;
+                            wowVersion: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;

@@ -37,6 +37,7 @@ export function toRelease(row: ReleaseRow, lang: Lang, latestId: string | undefi
     isLatest: row.id === latestId,
     wowVersion: CHANNEL,
     createdAt: row.createdAt,
+    publishAt: row.publishAt,
   };
 }
 

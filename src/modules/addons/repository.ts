@@ -1,5 +1,6 @@
 import { type CompiledQuery, sql } from 'kysely';
 import type { Db } from '../../db/index.js';
+import { publishedBy } from '../../db/published.js';
 import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 
@@ -36,17 +37,24 @@ export function listAddons(db: Db): Promise<AddonRow[]> {
   return db.selectFrom('addons').selectAll().orderBy('updatedAt', 'desc').orderBy('id').execute();
 }
 
-/** The flagged latest release of every addon in the channel (one per addon, by the partial unique index). */
-export function flaggedLatestReleases(db: Db): Promise<ReleaseRow[]> {
-  return db.selectFrom('releases').selectAll().where('isLatest', '=', 1).where('wowVersion', '=', CHANNEL).execute();
+/** The flagged latest release of every addon in the channel, when published at `at`. */
+export function flaggedLatestReleases(db: Db, at: string): Promise<ReleaseRow[]> {
+  return db
+    .selectFrom('releases')
+    .selectAll()
+    .where('isLatest', '=', 1)
+    .where('wowVersion', '=', CHANNEL)
+    .where(publishedBy(at))
+    .execute();
 }
 
-/** Number of channel releases per addon. */
-export async function releaseCounts(db: Db): Promise<Map<string, number>> {
+/** Number of channel releases published at `at`, per addon. */
+export async function releaseCounts(db: Db, at: string): Promise<Map<string, number>> {
   const rows = await db
     .selectFrom('releases')
     .select(['addonId', (eb) => eb.fn.countAll<number | string>().as('count')])
     .where('wowVersion', '=', CHANNEL)
+    .where(publishedBy(at))
     .groupBy('addonId')
     .execute();
   return new Map(rows.map((r) => [r.addonId, Number(r.count)]));
@@ -69,10 +77,14 @@ export function findScreenshot(db: Db, id: string): Promise<ScreenshotRow | unde
   return db.selectFrom('screenshots').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Releases of the channel, newest first; of one addon when `addonId` is given. */
-export function releasesOf(db: Db, addonId?: string): Promise<ReleaseRow[]> {
+/**
+ * Releases of the channel, newest first; of one addon when `addonId` is given; only those published
+ * at `at` unless it is null (administrators see scheduled ones too).
+ */
+export function releasesOf(db: Db, addonId: string | undefined, at: string | null): Promise<ReleaseRow[]> {
   let query = db.selectFrom('releases').selectAll().where('wowVersion', '=', CHANNEL);
   if (addonId !== undefined) query = query.where('addonId', '=', addonId);
+  if (at !== null) query = query.where(publishedBy(at));
   return query.orderBy('createdAt', 'desc').orderBy('id', 'desc').execute();
 }
 
@@ -80,14 +92,15 @@ export function findRelease(db: Db, id: string): Promise<ReleaseRow | undefined>
   return db.selectFrom('releases').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** The newest release of each of `addonIds` (for addons that have no flagged latest). */
-export async function newestReleases(db: Db, addonIds: readonly string[]): Promise<ReleaseRow[]> {
+/** The newest release published at `at` of each of `addonIds` (for addons with no published flagged latest). */
+export async function newestReleases(db: Db, addonIds: readonly string[], at: string): Promise<ReleaseRow[]> {
   const rows = await inChunks(addonIds, (chunk) =>
     db
       .selectFrom('releases')
       .selectAll()
       .where('addonId', 'in', chunk)
       .where('wowVersion', '=', CHANNEL)
+      .where(publishedBy(at))
       .orderBy('createdAt', 'desc')
       .orderBy('id', 'desc')
       .execute(),

@@ -33,6 +33,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
 
   return async (app) => {
     installConditionalGet(app);
+    ctx.signer.install(app);
     app.get(
       '/api/addons',
       {
@@ -99,7 +100,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        const release = await addons.release(request.params.releaseId);
+        const release = await addons.downloadableRelease(request.params.releaseId);
         return ctx.downloads.serve(request, reply, await addons.downloadTarget(release), {
           disposition: 'attachment',
           count: () => addons.countDownload(release),
@@ -110,6 +111,20 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     await app.register(
       adminScope(ctx.auth, async (admin) => {
         const tags = ['addons (admin)'];
+
+        admin.get(
+          '/api/admin/addons/:idOrSlug',
+          {
+            schema: {
+              tags,
+              summary: 'One addon with every release, scheduled ones (publishAt in the future) included',
+              params: Type.Object({ idOrSlug: Type.String() }),
+              querystring: Type.Object(LangQuery),
+              response: { 200: AddonSchema, 404: ErrorResponse },
+            },
+          },
+          async (request) => addons.detail(request.params.idOrSlug, requestLang(request), 'admin'),
+        );
 
         admin.post(
           '/api/addons',

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
+import { PublishAtBody } from '../../http/schemas.js';
 import { SlugBody } from '../../http/slug.js';
 
 const Text = Type.String();
@@ -24,6 +25,7 @@ export const ReleaseSchema = Type.Object({
   isLatest: Type.Boolean(),
   wowVersion: Text,
   createdAt: Text,
+  publishAt: NullableText,
 });
 
 export const AddonSummarySchema = Type.Object({ id: Text, slug: Text, name: Text, nameZh: Text, nameEn: Text });
@@ -112,6 +114,7 @@ const releaseFields = {
   sha256: Type.Union([Type.String({ pattern: '^[0-9a-fA-F]{64}$' }), Type.Null()]),
   gameVersion: Type.String({ maxLength: 64 }),
   wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),
+  publishAt: PublishAtBody,
 };
 const optionalReleaseFields = Type.Partial(Type.Object(releaseFields)).properties;
 

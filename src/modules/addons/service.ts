@@ -2,10 +2,12 @@ import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
 import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
-import { newId, nowIso } from '../../domain/clock.js';
+import { newId, now, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
+import { isPublished } from '../../domain/rollout.js';
 import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
 import { conflict, notFound } from '../../http/errors.js';
+import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
@@ -103,12 +105,13 @@ export class AddonService {
 
   private async loadCatalogue(): Promise<Catalogue> {
     const addons = await repo.listAddons(this.db);
-    const flagged = await repo.flaggedLatestReleases(this.db);
-    const counts = await repo.releaseCounts(this.db);
+    const at = nowIso();
+    const flagged = await repo.flaggedLatestReleases(this.db, at);
+    const counts = await repo.releaseCounts(this.db, at);
     const screenshots = await repo.allScreenshots(this.db);
     const flaggedAddons = new Set(flagged.map((r) => r.addonId));
     const unflagged = addons.filter((a) => (counts.get(a.id) ?? 0) > 0 && !flaggedAddons.has(a.id)).map((a) => a.id);
-    const newest = unflagged.length > 0 ? await repo.newestReleases(this.db, unflagged) : [];
+    const newest = unflagged.length > 0 ? await repo.newestReleases(this.db, unflagged, at) : [];
     return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots);
   }
 
@@ -248,16 +251,14 @@ export class AddonService {
     );
   }
 
-  async detail(idOrSlug: string, lang: Lang): Promise<Addon> {
+  /** One addon with its releases: the published ones, or for administrators every one (scheduled too). */
+  async detail(idOrSlug: string, lang: Lang, audience: 'public' | 'admin' = 'public'): Promise<Addon> {
     const row = await repo.findAddon(this.db, idOrSlug);
     if (!row) throw notFound(`addon not found: ${idOrSlug}`);
-    return this.render(row, lang);
-  }
-
-  private async render(row: AddonRow, lang: Lang): Promise<Addon> {
-    const releases = await repo.releasesOf(this.db, row.id);
+    const at = nowIso();
+    const releases = await repo.releasesOf(this.db, row.id, audience === 'admin' ? null : at);
     const screenshots = await repo.screenshotsOf(this.db, row.id);
-    const latestId = effectiveLatest(releases)?.id;
+    const latestId = effectiveLatest(releases.filter((r) => isPublished(r.publishAt, Date.parse(at))))?.id;
     return toAddon(row, { releases, latestId, releaseCount: releases.length }, screenshots, lang);
   }
 
@@ -270,7 +271,7 @@ export class AddonService {
   }
 
   async releases(addonId: string | undefined, lang: Lang): Promise<ReleaseListItem[]> {
-    const rows = await repo.releasesOf(this.db, addonId);
+    const rows = await repo.releasesOf(this.db, addonId, nowIso());
     const addons = await repo.addonSummaries(
       this.db,
       rows.map((r) => r.addonId),
@@ -295,11 +296,18 @@ export class AddonService {
     return row;
   }
 
+  /** A release the public may download: 404 while it is scheduled. */
+  async downloadableRelease(id: string): Promise<ReleaseRow> {
+    const row = await this.release(id);
+    if (!isPublished(row.publishAt, now())) throw notFound(`release not found: ${id}`);
+    return row;
+  }
+
   private async releaseItem(id: string, lang: Lang): Promise<ReleaseListItem> {
     const row = await this.release(id);
     const addon = (await repo.addonSummaries(this.db, [row.addonId])).get(row.addonId);
     if (!addon) throw notFound(`addon not found: ${row.addonId}`);
-    const latestId = effectiveLatest(await repo.releasesOf(this.db, row.addonId))?.id;
+    const latestId = effectiveLatest(await repo.releasesOf(this.db, row.addonId, nowIso()))?.id;
     return toReleaseListItem(row, addon, lang, latestId);
   }
 
@@ -423,6 +431,7 @@ export class AddonService {
       isLatest: 0,
       wowVersion: CHANNEL,
       createdAt: nowIso(),
+      publishAt: publishAtColumn(body.publishAt),
     };
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, row.addonId, this.ctx.engine))) {
@@ -443,6 +452,7 @@ export class AddonService {
       ...bilingualColumns(body, 'changelog'),
       ...(body.gameVersion !== undefined ? { gameVersion: body.gameVersion } : {}),
       ...(body.isLatest === false ? { isLatest: 0 } : {}),
+      ...(body.publishAt !== undefined ? { publishAt: publishAtColumn(body.publishAt) } : {}),
     };
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, current.addonId, this.ctx.engine))) throw notFound(`release not found: ${id}`);

@@ -17,6 +17,7 @@ export function toArticle(row: ArticleRow, lang: Lang): Article {
     ...localize('content', row.contentZh, row.contentEn, lang),
     coverImage: row.coverImage,
     published: row.published === 1,
+    publishAt: row.publishAt,
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
     lang,

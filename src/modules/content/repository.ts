@@ -1,9 +1,17 @@
 import type { Db } from '../../db/index.js';
+import { publishedBy } from '../../db/published.js';
 import type { ArticleRow, BannerRow, GalleryRow } from '../../db/schema.js';
 
-export function listArticles(db: Db, publishedOnly: boolean, limit: number | undefined): Promise<ArticleRow[]> {
+/** Articles newest first; `at` (ISO 8601) hides those scheduled after it, null (administrators) shows them. */
+export function listArticles(
+  db: Db,
+  publishedOnly: boolean,
+  limit: number | undefined,
+  at: string | null,
+): Promise<ArticleRow[]> {
   let query = db.selectFrom('articles').selectAll();
   if (publishedOnly) query = query.where('published', '=', 1);
+  if (at !== null) query = query.where(publishedBy(at));
   query = query.orderBy('createdAt', 'desc').orderBy('id', 'desc');
   if (limit !== undefined) query = query.limit(limit);
   return query.execute();

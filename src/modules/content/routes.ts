@@ -93,6 +93,19 @@ export function contentRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       adminScope(ctx.auth, async (admin) => {
         const tags = ['content (admin)'];
 
+        admin.get(
+          '/api/admin/articles',
+          {
+            schema: {
+              tags,
+              summary: 'Every article, newest first: drafts and scheduled ones (publishAt in the future) included',
+              querystring: Type.Object(LangQuery),
+              response: { 200: Type.Array(ArticleSchema) },
+            },
+          },
+          async (request) => content.allArticles(requestLang(request)),
+        );
+
         admin.post(
           '/api/articles',
           {

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import { bilingualBody } from '../../http/bilingual.js';
 import { LangEnum, LangQuery } from '../../http/lang.js';
+import { NullableString, PublishAtBody } from '../../http/schemas.js';
 import { SlugBody } from '../../http/slug.js';
 
 const Text = Type.String();
@@ -19,6 +20,7 @@ export const ArticleSchema = Type.Object({
   contentEn: Text,
   coverImage: Text,
   published: Type.Boolean(),
+  publishAt: NullableString({ description: 'hidden from public reads until this time' }),
   createdAt: Text,
   updatedAt: Text,
   lang: LangEnum,
@@ -67,6 +69,7 @@ export const ArticleCreateBody = Type.Object(
     ...bilingualBody('content', 1_000_000),
     coverImage: Type.Optional(Type.String({ maxLength: 2048 })),
     published: Type.Optional(Type.Boolean({ description: 'default true' })),
+    publishAt: Type.Optional(PublishAtBody),
   },
   { additionalProperties: false },
 );

@@ -1,10 +1,12 @@
 import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
 import type { ArticleRow, BannerRow, GalleryRow } from '../../db/schema.js';
-import { newId, nowIso } from '../../domain/clock.js';
+import { newId, now, nowIso } from '../../domain/clock.js';
 import type { Lang } from '../../domain/lang.js';
+import { isPublished } from '../../domain/rollout.js';
 import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
 import { conflict, notFound } from '../../http/errors.js';
+import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { type Article, type Banner, type GalleryImage, toArticle, toBanner, toGalleryImage } from './mapper.js';
 import * as repo from './repository.js';
@@ -27,18 +29,24 @@ export class ContentService {
 
   /* ---------- articles ---------- */
 
+  /** Public articles (scheduled ones hidden until their time), cached until the next write or publication. */
   async articles(publishedOnly: boolean, limit: number | undefined, lang: Lang): Promise<Article[]> {
     const rows = await this.ctx.cache.get(`articles:${publishedOnly}:${limit ?? ''}`, () =>
-      repo.listArticles(this.db, publishedOnly, limit),
+      repo.listArticles(this.db, publishedOnly, limit, nowIso()),
     );
     return rows.map((r) => toArticle(r, lang));
   }
 
+  /** Every article, drafts and scheduled ones included (the console). */
+  async allArticles(lang: Lang): Promise<Article[]> {
+    return (await repo.listArticles(this.db, false, undefined, null)).map((r) => toArticle(r, lang));
+  }
+
   async article(idOrSlug: string, lang: Lang): Promise<Article> {
-    const row = await this.ctx.cache.get(
-      `article:${idOrSlug}`,
-      async () => (await repo.findArticle(this.db, idOrSlug)) ?? null,
-    );
+    const row = await this.ctx.cache.get(`article:${idOrSlug}`, async () => {
+      const found = await repo.findArticle(this.db, idOrSlug);
+      return found && isPublished(found.publishAt, now()) ? found : null;
+    });
     if (!row) throw notFound(`article not found: ${idOrSlug}`);
     return toArticle(row, lang);
   }
@@ -62,6 +70,7 @@ export class ContentService {
       published: body.published === false ? 0 : 1,
       createdAt: now,
       updatedAt: now,
+      publishAt: publishAtColumn(body.publishAt),
     };
     await this.ctx.cache.commit(async (trx) => {
       if (await repo.findArticleBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
@@ -88,6 +97,7 @@ export class ContentService {
           ...bilingualColumns(body, 'content'),
           ...(body.coverImage !== undefined ? { coverImage: body.coverImage } : {}),
           ...(body.published !== undefined ? { published: body.published ? 1 : 0 } : {}),
+          ...(body.publishAt !== undefined ? { publishAt: publishAtColumn(body.publishAt) } : {}),
           updatedAt: nowIso(),
         })
         .where('id', '=', id)

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../../db/index.js';
 import type { DeviceRow } from '../../db/schema.js';
+import { now as clockNow } from '../../domain/clock.js';
 
 export const OFFLINE_AFTER_MS = 3 * 60 * 1000;
 
@@ -23,6 +24,15 @@ interface Pending {
   heartbeatCount: number;
 }
 
+/** What a flush records of a device's current app version (rollout health); times in epoch ms. */
+interface PendingVersion {
+  /** First heartbeat on this version since the last flush. */
+  sinceMs: number;
+  lastMs: number;
+  /** Start of the first silence over `OFFLINE_AFTER_MS` between two of those heartbeats. */
+  quietFromMs: number | null;
+}
+
 /** Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). */
 const BATCH_ROWS = 1000;
 
@@ -32,6 +42,7 @@ const BATCH_ROWS = 1000;
  */
 export class DeviceService {
   private pending = new Map<string, Pending>();
+  private pendingVersions = new Map<string, PendingVersion>();
   private flushing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
 
@@ -44,9 +55,10 @@ export class DeviceService {
     this.timer.unref();
   }
 
-  record(beat: Heartbeat, at = new Date()): void {
+  record(beat: Heartbeat, at = new Date(clockNow())): void {
     const now = at.toISOString();
     const previous = this.pending.get(beat.deviceId);
+    this.recordVersion(beat.deviceId, beat.appVersion ?? previous?.appVersion ?? null, previous, at.getTime());
     // A field the launcher left out keeps what the device reported before.
     this.pending.set(beat.deviceId, {
       deviceId: beat.deviceId,
@@ -60,6 +72,16 @@ export class DeviceService {
     });
   }
 
+  private recordVersion(deviceId: string, appVersion: string | null, previous: Pending | undefined, atMs: number) {
+    if (appVersion === null) return;
+    const known = previous?.appVersion === appVersion ? this.pendingVersions.get(deviceId) : undefined;
+    this.pendingVersions.set(deviceId, {
+      sinceMs: known?.sinceMs ?? atMs,
+      lastMs: atMs,
+      quietFromMs: known?.quietFromMs ?? (known && atMs - known.lastMs > OFFLINE_AFTER_MS ? known.lastMs : null),
+    });
+  }
+
   /** Writes every acknowledged heartbeat; concurrent calls run one after another. */
   flush(): Promise<void> {
     this.flushing = this.flushing.then(() => this.writePending());
@@ -69,7 +91,9 @@ export class DeviceService {
   private async writePending(): Promise<void> {
     if (this.pending.size === 0) return;
     const batch = [...this.pending.values()];
+    const versions = this.pendingVersions;
     this.pending = new Map();
+    this.pendingVersions = new Map();
     try {
       for (let i = 0; i < batch.length; i += BATCH_ROWS) {
         await this.db
@@ -87,8 +111,12 @@ export class DeviceService {
           )
           .execute();
       }
+      await this.writeVersions(batch, versions);
     } catch (err) {
       // Keep what was not written for the next flush, merged with what arrived since.
+      for (const [deviceId, version] of versions) {
+        if (!this.pendingVersions.has(deviceId)) this.pendingVersions.set(deviceId, version);
+      }
       for (const row of batch) {
         const newer = this.pending.get(row.deviceId);
         this.pending.set(
@@ -102,6 +130,39 @@ export class DeviceService {
     }
   }
 
+  /**
+   * Per device and app version: first and last heartbeat, and the start of the first silence over
+   * 3 minutes, also across flushes (this window's first heartbeat against the stored last one).
+   */
+  private async writeVersions(batch: readonly Pending[], versions: ReadonlyMap<string, PendingVersion>) {
+    const rows = batch.flatMap((p) => {
+      const v = versions.get(p.deviceId);
+      return p.appVersion === null || !v
+        ? []
+        : [
+            {
+              deviceId: p.deviceId,
+              appVersion: p.appVersion,
+              firstSeenMs: v.sinceMs,
+              lastSeenMs: v.lastMs,
+              quietFromMs: v.quietFromMs,
+            },
+          ];
+    });
+    for (let i = 0; i < rows.length; i += BATCH_ROWS) {
+      await this.db
+        .insertInto('deviceVersions')
+        .values(rows.slice(i, i + BATCH_ROWS))
+        .onConflict((oc) =>
+          oc.columns(['deviceId', 'appVersion']).doUpdateSet({
+            lastSeenMs: sql`case when excluded.last_seen_ms > device_versions.last_seen_ms then excluded.last_seen_ms else device_versions.last_seen_ms end`,
+            quietFromMs: sql`coalesce(device_versions.quiet_from_ms, case when excluded.first_seen_ms - device_versions.last_seen_ms > ${OFFLINE_AFTER_MS} then device_versions.last_seen_ms end, excluded.quiet_from_ms)`,
+          }),
+        )
+        .execute();
+    }
+  }
+
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -112,7 +173,7 @@ export class DeviceService {
     return new Date(now - OFFLINE_AFTER_MS).toISOString();
   }
 
-  async stats(now = Date.now()) {
+  async stats(now = clockNow()) {
     const since = this.onlineSince(now);
     const [online, total, byVersion, byOs] = await Promise.all([
       this.db
@@ -146,7 +207,7 @@ export class DeviceService {
       .execute();
   }
 
-  async list(options: { onlineOnly: boolean; limit: number }, now = Date.now()) {
+  async list(options: { onlineOnly: boolean; limit: number }, now = clockNow()) {
     const since = this.onlineSince(now);
     let query = this.db
       .selectFrom('devices')

@@ -10,6 +10,7 @@ import { sendRenderedJson } from '../../http/reply.js';
 import { ChannelQuery, LangQuery, requestLang } from '../../http/lang.js';
 import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, IdParams, OkResponse } from '../../http/schemas.js';
+import { AUTO_HALT_SWEEP_MS, RolloutService } from './rollout.js';
 import { localize } from '../../domain/lang.js';
 import {
   ChangelogQuery,
@@ -22,6 +23,7 @@ import {
   PackageCreateBody,
   PackageSchema,
   PackageUpdateBody,
+  RolloutHealthSchema,
   VersionCreateBody,
   VersionUpdateBody,
   VersionWithLangSchema,
@@ -34,8 +36,11 @@ const FileResponse = {
   404: ErrorResponse,
 };
 
+const VersionParams = Type.Object({ versionId: Type.String() });
+
 export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const software = new SoftwareService(ctx);
+  const rollout = new RolloutService(ctx);
   const { downloads } = ctx;
 
   /** Serves the launcher full package's latest version (`/api/software/latest`, `/download/launcher`). */
@@ -49,30 +54,44 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   }
 
   return async (app) => {
-    app.get(
-      '/api/software/check-update',
-      {
-        // Machine endpoints for launchers: browser security headers would only cost time here.
-        helmet: false,
-        schema: {
-          tags: ['software'],
-          summary: 'Does a newer version of a package exist? (launcher self-update)',
-          querystring: CheckUpdateQuery,
-          response: { 200: CheckUpdateResponse, 400: ErrorResponse, 404: ErrorResponse },
-        },
-      },
-      async (request, reply) => {
-        const { slug, versionCode } = request.query;
-        if (slug === undefined || slug === '') throw badRequest('querystring.slug: is required');
-        const code = integerQuery(versionCode, 'versionCode', 0, Number.MIN_SAFE_INTEGER);
-        const json = await software.checkUpdate(
-          slug,
-          code,
-          requestLang(request),
-          baseUrl(request, ctx.config.publicBaseUrl),
+    // Automatic halts are also evaluated without anyone reading the health (every instance, idempotent).
+    const sweep = setInterval(
+      () => void rollout.sweep().catch((err: unknown) => app.log.error({ err }, 'automatic halt sweep failed')),
+      AUTO_HALT_SWEEP_MS,
+    );
+    sweep.unref();
+    app.addHook('onClose', async () => clearInterval(sweep));
+
+    await app.register(
+      scoped(async (launcher) => {
+        ctx.signer.install(launcher);
+        launcher.get(
+          '/api/software/check-update',
+          {
+            // Machine endpoints for launchers: browser security headers would only cost time here.
+            helmet: false,
+            schema: {
+              tags: ['software'],
+              summary: 'Does a newer version of a package exist? (launcher self-update)',
+              querystring: CheckUpdateQuery,
+              response: { 200: CheckUpdateResponse, 400: ErrorResponse, 404: ErrorResponse },
+            },
+          },
+          async (request, reply) => {
+            const { slug, versionCode, deviceId } = request.query;
+            if (slug === undefined || slug === '') throw badRequest('querystring.slug: is required');
+            const code = integerQuery(versionCode, 'versionCode', 0, Number.MIN_SAFE_INTEGER);
+            const json = await software.checkUpdate(
+              slug,
+              code,
+              deviceId === undefined || deviceId === '' ? null : deviceId,
+              requestLang(request),
+              baseUrl(request, ctx.config.publicBaseUrl),
+            );
+            return sendRenderedJson(reply, json);
+          },
         );
-        return sendRenderedJson(reply, json);
-      },
+      }),
     );
 
     app.get(
@@ -94,13 +113,13 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         schema: {
           tags: ['software'],
           summary: 'Download a software version (counted; source=launcher also counts a self-update)',
-          params: Type.Object({ versionId: Type.String() }),
+          params: VersionParams,
           querystring: DownloadQuery,
-          response: FileResponse,
+          response: { ...FileResponse, 410: ErrorResponse },
         },
       },
       async (request, reply) => {
-        const version = await software.version(request.params.versionId);
+        const version = await software.downloadableVersion(request.params.versionId);
         const launcher = request.query.source === 'launcher';
         return downloads.serve(request, reply, await software.downloadTarget(version), {
           disposition: 'attachment',
@@ -113,6 +132,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     await app.register(
       scoped(async (reads) => {
         installConditionalGet(reads);
+        ctx.signer.install(reads);
         reads.get(
           '/api/software',
           {
@@ -251,7 +271,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             schema: {
               tags,
               summary: 'Change a version; only the fields sent change; isLatest: true moves the flag',
-              params: Type.Object({ versionId: Type.String() }),
+              params: VersionParams,
               body: VersionUpdateBody,
               response: { 200: VersionWithLangSchema, 400: ErrorResponse, 404: ErrorResponse },
             },
@@ -267,7 +287,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           {
             schema: {
               tags,
-              params: Type.Object({ versionId: Type.String() }),
+              params: VersionParams,
               response: { 200: OkResponse, 404: ErrorResponse },
             },
           },
@@ -275,6 +295,56 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             await software.deleteVersion(request.params.versionId);
             return { ok: true as const };
           },
+        );
+
+        admin.get(
+          '/api/admin/software/:idOrSlug',
+          {
+            schema: {
+              tags,
+              summary: 'One package with every version, scheduled ones (publishAt in the future) included',
+              params: Type.Object({ idOrSlug: Type.String() }),
+              querystring: Type.Object(LangQuery),
+              response: { 200: PackageSchema, 404: ErrorResponse },
+            },
+          },
+          async (request) => software.detail(request.params.idOrSlug, requestLang(request), 'admin'),
+        );
+
+        for (const [action, revoked] of [
+          ['revoke', true],
+          ['unrevoke', false],
+        ] as const) {
+          admin.post(
+            `/api/software/versions/:versionId/${action}`,
+            {
+              schema: {
+                tags,
+                summary: revoked
+                  ? 'Withdraw a version: never offered again, devices on it are sent back (downgrade), downloads 410'
+                  : 'Offer a withdrawn version again',
+                params: VersionParams,
+                response: { 200: VersionWithLangSchema, 404: ErrorResponse },
+              },
+            },
+            async (request) => {
+              const lang = requestLang(request);
+              return { ...(await software.setRevoked(request.params.versionId, revoked, lang)), lang };
+            },
+          );
+        }
+
+        admin.get(
+          '/api/admin/software/versions/:versionId/rollout',
+          {
+            schema: {
+              tags,
+              summary: 'Rollout health from stored heartbeats (applies the automatic halt when it is due)',
+              params: VersionParams,
+              response: { 200: RolloutHealthSchema, 404: ErrorResponse },
+            },
+          },
+          async (request) => rollout.health(request.params.versionId),
         );
       }),
     );

@@ -1,11 +1,28 @@
 import { Type } from 'typebox';
-import { NullableString, StringEnum } from '../../http/schemas.js';
+import { NullableString, PublishAtBody, StringEnum } from '../../http/schemas.js';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { SlugBody } from '../../http/slug.js';
 
 const Text = Type.String();
 const NullableText = NullableString();
+
+export const AutoHaltSchema = Type.Object(
+  {
+    maxQuietRate: Type.Number({ minimum: 0, maximum: 1, description: 'halt when quietAfterUpdate exceeds this share' }),
+    minDevices: Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'only once this many devices count' }),
+  },
+  { additionalProperties: false },
+);
+
+/** Fields of release safety that every answer listing versions carries (additive). */
+function releaseSafetyFields() {
+  return {
+    rolloutPercent: Type.Integer({ description: 'share of devices (0–100) offered this version' }),
+    publishAt: NullableString({ description: 'hidden from public reads until this time' }),
+    revokedAt: NullableString({ description: 'withdrawn: never offered, downloads answer 410' }),
+  };
+}
 
 export const VersionSchema = Type.Object({
   id: Text,
@@ -27,6 +44,10 @@ export const VersionSchema = Type.Object({
   downloadCount: Type.Integer(),
   launcherDownloadCount: Type.Integer(),
   createdAt: Text,
+  ...releaseSafetyFields(),
+  autoHalt: Type.Union([AutoHaltSchema, Type.Null()]),
+  haltedAt: NullableString({ description: 'when the automatic halt set rolloutPercent to 0' }),
+  haltReason: NullableString(),
 });
 
 export const VersionWithLangSchema = Type.Intersect([VersionSchema, Type.Object({ lang: LangEnum })]);
@@ -49,6 +70,9 @@ export const PackageSchema = Type.Object({
 
 export const CheckUpdateQuery = Type.Object({
   slug: Type.Optional(Type.String()),
+  deviceId: Type.Optional(
+    Type.String({ maxLength: 128, description: "the heartbeat's deviceId: places the device in staged rollouts" }),
+  ),
   versionCode: Type.Optional(Type.String({ description: "client's current versionCode (integer, default 0)" })),
   ...ChannelQuery,
   ...LangQuery,
@@ -73,6 +97,8 @@ export const CheckUpdateResponse = Type.Object({
     sha256: NullableText,
     forceUpdate: Type.Boolean(),
   }),
+  downgrade: Type.Boolean({ description: 'true for a device on a revoked version: install `latest` even when lower' }),
+  signedAt: Type.String({ description: 'when this answer was signed (never more than 1 hour ago)' }),
 });
 
 export const LatestQuery = Type.Object({
@@ -118,6 +144,7 @@ export const ChangelogResponse = Type.Object({
       forceUpdate: Type.Boolean(),
       wowVersion: Text,
       createdAt: Text,
+      ...releaseSafetyFields(),
     }),
   ),
 });
@@ -144,6 +171,11 @@ const versionFields = {
   forceUpdate: Type.Boolean(),
   minVersion: NullableString({ maxLength: 64 }),
   wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),
+  publishAt: PublishAtBody,
+  rolloutPercent: Type.Integer({ minimum: 0, maximum: 100, description: 'default 100; 0 halts the rollout' }),
+  autoHalt: Type.Union([AutoHaltSchema, Type.Null()], {
+    description: 'halt automatically (rolloutPercent 0) once minDevices count and quietAfterUpdate > maxQuietRate',
+  }),
 };
 
 const optionalVersionFields = Type.Partial(Type.Object(versionFields)).properties;
@@ -162,3 +194,24 @@ export const VersionUpdateBody = Type.Object(
   { ...optionalVersionFields, isLatest: Type.Optional(Type.Boolean()) },
   { additionalProperties: false },
 );
+
+const HealthFigures = {
+  devicesOnVersion: Type.Integer({ description: "devices whose last heartbeat's appVersion is this version" }),
+  quietAfterUpdate: Type.Union([Type.Number(), Type.Null()], {
+    description: 'share of devices (first seen ≥ 10 min ago) silent > 3 min in their first 10 min; null: none yet',
+  }),
+};
+
+export const RolloutHealthSchema = Type.Object({
+  rolloutPercent: Type.Integer(),
+  publishedAt: Text,
+  ...HealthFigures,
+  onlineOnVersion: Type.Integer(),
+  previous: Type.Union([Type.Object({ version: Text, ...HealthFigures }), Type.Null()]),
+  timeline: Type.Array(
+    Type.Object({ at: Text, devicesOnVersion: Type.Integer(), devicesOnPrevious: Type.Integer() }),
+    { description: 'devices active on the version and on the previous one, at up to 48 points since publishedAt' },
+  ),
+  haltedAt: NullableText,
+  haltReason: NullableText,
+});

@@ -2,15 +2,16 @@ import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
 import type { PackageRow, VersionRow, VersionUpdate } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
-import { newId, nowIso } from '../../domain/clock.js';
+import { newId, now, nowIso } from '../../domain/clock.js';
 import { type Lang, localize } from '../../domain/lang.js';
-import { decideUpdate } from '../../domain/update.js';
+import { decideCheckUpdate, effectiveLatest, isPublished } from '../../domain/rollout.js';
 import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
-import { conflict, notFound } from '../../http/errors.js';
+import { AppError, conflict, notFound } from '../../http/errors.js';
+import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
-import { effectiveLatest, type Package, toPackage, toVersion, type Version } from './mapper.js';
+import { latestIdOf, type Package, type RolloutRow, toPackage, toRollout, toVersion, type Version } from './mapper.js';
 import * as repo from './repository.js';
 import type {
   ChangelogResponse,
@@ -38,11 +39,20 @@ export class SoftwareService {
     return this.ctx.db;
   }
 
+  /** Versions the public sees: published ones (revoked ones stay listed, with `revokedAt`). */
+  private published(versions: readonly VersionRow[], at: number): VersionRow[] {
+    return versions.filter((v) => isPublished(v.publishAt, at));
+  }
+
   async list(lang: Lang): Promise<Package[]> {
+    const at = now();
     const packages = await repo.listPackages(this.db);
-    const versions = await repo.versionsOf(
-      this.db,
-      packages.map((p) => p.id),
+    const versions = this.published(
+      await repo.versionsOf(
+        this.db,
+        packages.map((p) => p.id),
+      ),
+      at,
     );
     return packages.map((p) =>
       toPackage(
@@ -50,43 +60,56 @@ export class SoftwareService {
         versions.filter((v) => v.packageId === p.id),
         lang,
         'latest',
+        at,
       ),
     );
   }
 
-  async detail(idOrSlug: string, lang: Lang): Promise<Package> {
+  /** One package with its versions: the published ones, or for administrators every one (scheduled too). */
+  async detail(idOrSlug: string, lang: Lang, audience: 'public' | 'admin' = 'public'): Promise<Package> {
+    const at = now();
     const row = await repo.findPackage(this.db, idOrSlug);
     if (!row) throw notFound(`software package not found: ${idOrSlug}`);
-    return toPackage(row, await repo.versionsOf(this.db, [row.id]), lang, 'all');
+    const versions = await repo.versionsOf(this.db, [row.id]);
+    return toPackage(row, audience === 'admin' ? versions : this.published(versions, at), lang, 'all', at);
   }
 
-  /** The package and its latest version, cached until the next publish (on any instance). */
-  private latestOf(slug: string): Promise<{ pkg: PackageRow; latest: VersionRow | null } | null> {
-    return this.ctx.cache.get(`software:latest:${slug}`, async () => {
+  /**
+   * The package and its versions as the rollout rules see them, cached until the next write or
+   * scheduled publication (on any instance).
+   */
+  private rolloutOf(slug: string): Promise<{ pkg: PackageRow; versions: RolloutRow[] } | null> {
+    return this.ctx.cache.get(`software:rollout:${slug}`, async () => {
       const pkg = await repo.findPackageBySlug(this.db, slug);
       if (!pkg) return null;
-      return { pkg, latest: (await repo.latestVersion(this.db, pkg.id)) ?? null };
+      const at = now();
+      return { pkg, versions: (await repo.versionsOf(this.db, [pkg.id])).map((v) => toRollout(v, at)) };
     });
   }
 
   /**
-   * The `check-update` answer as JSON. It depends only on the package's latest version, the
-   * language, whether the client is behind, and the origin of the download URL, so each of those
-   * combinations is rendered once per publish and then served as it is.
+   * The `check-update` answer as JSON. It depends only on the version the device is offered, the
+   * decision, the language and the origin of the download URL, so each of those combinations is
+   * rendered (and signed, see Signer) once per publish and then served as it is.
    */
-  async checkUpdate(slug: string, clientCode: number, lang: Lang, baseUrl: string): Promise<string> {
-    const found = await this.latestOf(slug);
+  async checkUpdate(
+    slug: string,
+    clientCode: number,
+    deviceId: string | null,
+    lang: Lang,
+    baseUrl: string,
+  ): Promise<Buffer> {
+    const found = await this.rolloutOf(slug);
     if (!found) throw notFound(`software package not found: ${slug}`);
-    const { latest } = found;
-    if (!latest) throw notFound(`software package ${slug} has no version`);
-    const decision = decideUpdate(
-      { versionCode: latest.versionCode, forceUpdate: latest.forceUpdate === 1 },
-      clientCode,
-    );
-    const key = `software:answer:${latest.id}:${lang}:${decision.hasUpdate}:${baseUrl}`;
+    const decided = decideCheckUpdate(found.versions, clientCode, deviceId);
+    if (!decided) throw notFound(`software package ${slug} has no version`);
+    const { version, ...decision } = decided;
+    const latest = version.row;
+    const key = `software:answer:${latest.id}:${lang}:${decision.hasUpdate}:${decision.forceUpdate}:${decision.downgrade}:${baseUrl}`;
     return this.ctx.cache.get(key, async () => {
       const answer: CheckUpdate = {
-        ...decision,
+        hasUpdate: decision.hasUpdate,
+        forceUpdate: decision.forceUpdate,
         lang,
         wowVersion: CHANNEL,
         latest: {
@@ -101,21 +124,28 @@ export class SoftwareService {
           sha256: latest.sha256,
           forceUpdate: latest.forceUpdate === 1,
         },
+        downgrade: decision.downgrade,
+        signedAt: new Date(now()).toISOString(),
       };
-      return JSON.stringify(answer);
+      return Buffer.from(JSON.stringify(answer));
     });
   }
 
-  /** The launcher full package's latest version, or null when there is none. */
+  /**
+   * What the website and unidentified clients get of the launcher full package: the newest offered
+   * version at 100 %, else the latest; null when none is offered.
+   */
   async launcherLatest(): Promise<VersionRow | null> {
-    return (await this.latestOf(this.launcherSlug))?.latest ?? null;
+    const found = await this.rolloutOf(this.launcherSlug);
+    return (found && effectiveLatest(found.versions, null)?.row) ?? null;
   }
 
   async changelog(slug: string, lang: Lang): Promise<Static<typeof ChangelogResponse>> {
+    const at = now();
     const pkg = await repo.findPackageBySlug(this.db, slug);
     if (!pkg) throw notFound(`software package not found: ${slug}`);
-    const versions = await repo.versionsOf(this.db, [pkg.id]);
-    const latestId = effectiveLatest(versions)?.id;
+    const versions = this.published(await repo.versionsOf(this.db, [pkg.id]), at);
+    const latestId = latestIdOf(versions, at);
     return {
       ...localize('name', pkg.nameZh, pkg.nameEn, lang),
       slug: pkg.slug,
@@ -134,6 +164,9 @@ export class SoftwareService {
           forceUpdate: full.forceUpdate,
           wowVersion: CHANNEL,
           createdAt: full.createdAt,
+          rolloutPercent: full.rolloutPercent,
+          publishAt: full.publishAt,
+          revokedAt: full.revokedAt,
         };
       }),
     };
@@ -142,6 +175,14 @@ export class SoftwareService {
   async version(versionId: string): Promise<VersionRow> {
     const row = await repo.findVersion(this.db, versionId);
     if (!row) throw notFound(`software version not found: ${versionId}`);
+    return row;
+  }
+
+  /** A version the public may download: 404 while scheduled, 410 once revoked. */
+  async downloadableVersion(versionId: string): Promise<VersionRow> {
+    const row = await repo.findVersion(this.db, versionId);
+    if (!row || !isPublished(row.publishAt, now())) throw notFound(`software version not found: ${versionId}`);
+    if (row.revokedAt !== null) throw new AppError(410, `software version ${row.version} was withdrawn`);
     return row;
   }
 
@@ -184,7 +225,7 @@ export class SoftwareService {
       if (await repo.findPackageBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
       await trx.insertInto('softwarePackages').values(row).execute();
     });
-    return toPackage(row, [], lang, 'all');
+    return toPackage(row, [], lang, 'all', Date.parse(row.createdAt));
   }
 
   async updatePackage(id: string, body: Static<typeof PackageUpdateBody>, lang: Lang): Promise<Package> {
@@ -208,7 +249,7 @@ export class SoftwareService {
         .where('id', '=', id)
         .execute();
     });
-    return this.detail(id, lang);
+    return this.detail(id, lang, 'admin');
   }
 
   async deletePackage(id: string): Promise<void> {
@@ -240,6 +281,12 @@ export class SoftwareService {
       downloadCount: 0,
       launcherDownloadCount: 0,
       createdAt: nowIso(),
+      publishAt: publishAtColumn(body.publishAt),
+      rolloutPercent: body.rolloutPercent ?? 100,
+      revokedAt: null,
+      autoHalt: body.autoHalt ? JSON.stringify(body.autoHalt) : null,
+      haltedAt: null,
+      haltReason: null,
     };
     await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.lockPackage(trx, this.ctx.engine, packageId))) {
@@ -249,7 +296,8 @@ export class SoftwareService {
       await repo.moveLatest(trx, packageId, row.id);
       await trx.updateTable('softwarePackages').set({ updatedAt: nowIso() }).where('id', '=', packageId).execute();
     });
-    return toVersion({ ...row, isLatest: 1 }, lang, row.id);
+    const versions = await repo.versionsOf(this.db, [packageId]);
+    return toVersion({ ...row, isLatest: 1 }, lang, latestIdOf(versions, now()));
   }
 
   async updateVersion(versionId: string, body: Static<typeof VersionUpdateBody>, lang: Lang): Promise<Version> {
@@ -261,6 +309,12 @@ export class SoftwareService {
       ...bilingualColumns(body, 'changelog'),
       ...(body.forceUpdate !== undefined ? { forceUpdate: body.forceUpdate ? 1 : 0 } : {}),
       ...(body.minVersion !== undefined ? { minVersion: body.minVersion } : {}),
+      ...(body.publishAt !== undefined ? { publishAt: publishAtColumn(body.publishAt) } : {}),
+      // A new percent (a ramp, or resuming after a halt) clears the record of an automatic halt.
+      ...(body.rolloutPercent !== undefined
+        ? { rolloutPercent: body.rolloutPercent, haltedAt: null, haltReason: null }
+        : {}),
+      ...(body.autoHalt !== undefined ? { autoHalt: body.autoHalt ? JSON.stringify(body.autoHalt) : null } : {}),
     };
     await this.ctx.cache.commit(async (trx) => {
       if (body.isLatest === true) await repo.lockPackage(trx, this.ctx.engine, current.packageId);
@@ -270,9 +324,31 @@ export class SoftwareService {
       }
       if (body.isLatest === true) await repo.moveLatest(trx, current.packageId, versionId);
     });
+    return this.versionAnswer(versionId, lang);
+  }
+
+  /** A version as admin answers show it, `isLatest` following the flag rules among offered versions. */
+  private async versionAnswer(versionId: string, lang: Lang): Promise<Version> {
+    const current = await this.version(versionId);
     const versions = await repo.versionsOf(this.db, [current.packageId]);
-    const updated = versions.find((v) => v.id === versionId) ?? (await this.version(versionId));
-    return toVersion(updated, lang, effectiveLatest(versions)?.id);
+    const updated = versions.find((v) => v.id === versionId) ?? current;
+    return toVersion(updated, lang, latestIdOf(versions, now()));
+  }
+
+  /** Withdraws a version (`revokedAt` set) or, with `revoked` false, offers it again. */
+  async setRevoked(versionId: string, revoked: boolean, lang: Lang): Promise<Version> {
+    await this.ctx.cache.commit(async (trx) => {
+      const result = await trx
+        .updateTable('softwareVersions')
+        .set({ revokedAt: revoked ? nowIso() : null })
+        .where('id', '=', versionId)
+        .where('revokedAt', revoked ? 'is' : 'is not', null)
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n && !(await repo.findVersion(trx, versionId))) {
+        throw notFound(`software version not found: ${versionId}`);
+      }
+    });
+    return this.versionAnswer(versionId, lang);
   }
 
   async deleteVersion(versionId: string): Promise<void> {

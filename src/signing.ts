@@ -1,0 +1,192 @@
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import fs from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import type { ContentCache } from './cache.js';
+import { isUniqueViolation } from './db/errors.js';
+import type { Db } from './db/index.js';
+import type { SigningKeyRow } from './db/schema.js';
+import { now, nowIso } from './domain/clock.js';
+import { conflict } from './http/errors.js';
+
+/** A key as `GET /api/signing-keys` lists it. */
+export interface SigningKeyEntry {
+  keyId: string;
+  algorithm: 'ed25519';
+  /** Base64 of the raw 32-byte Ed25519 public key. */
+  publicKey: string;
+  createdAt: string;
+  status: 'active' | 'retired';
+  /** The previous key's signature over this key's raw public key bytes (a rotation), else null. */
+  endorsement: { keyId: string; signature: string } | null;
+}
+
+interface LoadedKey {
+  readonly entry: SigningKeyEntry;
+  readonly privateKey: KeyObject;
+}
+
+/** The keys of one content version: every listed key, and those that sign (active first). */
+interface KeySet {
+  readonly entries: readonly SigningKeyEntry[];
+  readonly signing: readonly LoadedKey[];
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+function rawPublicKey(privateKey: KeyObject): Buffer {
+  const jwk = createPublicKey(privateKey).export({ format: 'jwk' });
+  return Buffer.from(jwk.x ?? '', 'base64url');
+}
+
+/** A key's id: the first 16 hex digits of SHA-256 over its raw public key, the same wherever it is listed. */
+export function keyIdOf(rawPublic: Buffer): string {
+  return createHash('sha256').update(rawPublic).digest('hex').slice(0, 16);
+}
+
+function fromRow(row: SigningKeyRow): LoadedKey {
+  return {
+    privateKey: createPrivateKey(row.privateKey),
+    entry: {
+      keyId: row.id,
+      algorithm: 'ed25519',
+      publicKey: row.publicKey,
+      createdAt: row.createdAt,
+      status: row.retiredAt === null ? 'active' : 'retired',
+      endorsement:
+        row.endorsedBy !== null && row.endorsement !== null
+          ? { keyId: row.endorsedBy, signature: row.endorsement }
+          : null,
+    },
+  };
+}
+
+function newKeyRow(endorser: LoadedKey | null): SigningKeyRow {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const raw = rawPublicKey(privateKey);
+  return {
+    id: keyIdOf(raw),
+    publicKey: raw.toString('base64'),
+    privateKey: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    createdAt: nowIso(),
+    retiredAt: null,
+    endorsedBy: endorser?.entry.keyId ?? null,
+    endorsement: endorser ? sign(null, raw, endorser.privateKey).toString('base64') : null,
+  };
+}
+
+/**
+ * Ed25519 signatures of public answers (`X-Signature`). Keys live in the database (created at first
+ * start, rotated through the admin API, seen by every instance through the content cache), or come
+ * from one PKCS#8 PEM file (`SIGNING_KEY_FILE`). A rendered answer shared as a Buffer is signed once.
+ */
+export class Signer {
+  private readonly fileKey: LoadedKey | null;
+  private readonly signed = new WeakMap<Buffer, { keys: KeySet; header: string }>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly cache: ContentCache,
+    private readonly options: { keyFile: string | null; overlapDays: number },
+  ) {
+    this.fileKey = options.keyFile === null ? null : Signer.readKeyFile(options.keyFile);
+  }
+
+  private static readKeyFile(file: string): LoadedKey {
+    const privateKey = createPrivateKey(fs.readFileSync(file));
+    if (privateKey.asymmetricKeyType !== 'ed25519') throw new Error(`SIGNING_KEY_FILE ${file} is not an Ed25519 key`);
+    const raw = rawPublicKey(privateKey);
+    return {
+      privateKey,
+      entry: {
+        keyId: keyIdOf(raw),
+        algorithm: 'ed25519',
+        publicKey: raw.toString('base64'),
+        createdAt: fs.statSync(file).mtime.toISOString(),
+        status: 'active',
+        endorsement: null,
+      },
+    };
+  }
+
+  /** Creates the first key when the database has none (a twin starting at the same time may win). */
+  async init(): Promise<void> {
+    if (this.fileKey) return;
+    const active = await this.db
+      .selectFrom('signingKeys')
+      .select('id')
+      .where('retiredAt', 'is', null)
+      .executeTakeFirst();
+    if (active) return;
+    try {
+      await this.db.insertInto('signingKeys').values(newKeyRow(null)).execute();
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+    }
+  }
+
+  private keys(): Promise<KeySet> {
+    if (this.fileKey) return Promise.resolve({ entries: [this.fileKey.entry], signing: [this.fileKey] });
+    return this.cache.get('signing:keys', async () => {
+      const rows = await this.db.selectFrom('signingKeys').selectAll().orderBy('createdAt', 'desc').execute();
+      const overlapFrom = new Date(now() - this.options.overlapDays * DAY_MS).toISOString();
+      const signing = rows.filter((r) => r.retiredAt === null || r.retiredAt > overlapFrom).map(fromRow);
+      return { entries: rows.map((r) => fromRow(r).entry), signing };
+    });
+  }
+
+  async list(): Promise<SigningKeyEntry[]> {
+    return [...(await this.keys()).entries];
+  }
+
+  /** `keyId=<id>;sig=<base64>` per signing key, active first, joined by `, `. */
+  async header(body: string | Buffer): Promise<string> {
+    const keys = await this.keys();
+    if (Buffer.isBuffer(body)) {
+      const kept = this.signed.get(body);
+      if (kept?.keys === keys) return kept.header;
+    }
+    const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
+    const header = keys.signing
+      .map((k) => `keyId=${k.entry.keyId};sig=${sign(null, bytes, k.privateKey).toString('base64')}`)
+      .join(', ');
+    if (Buffer.isBuffer(body)) this.signed.set(body, { keys, header });
+    return header;
+  }
+
+  /** A new active key endorsed by the current one, which retires and keeps signing for the overlap. */
+  async rotate(): Promise<SigningKeyEntry> {
+    if (this.fileKey) throw conflict('the signing key comes from SIGNING_KEY_FILE: rotate by replacing the file');
+    const row = await this.cache.commit(async (trx) => {
+      const current = await trx.selectFrom('signingKeys').selectAll().where('retiredAt', 'is', null).executeTakeFirst();
+      const next = newKeyRow(current ? fromRow(current) : null);
+      if (current) {
+        const retired = await trx
+          .updateTable('signingKeys')
+          .set({ retiredAt: next.createdAt })
+          .where('id', '=', current.id)
+          .where('retiredAt', 'is', null)
+          .executeTakeFirst();
+        // A concurrent rotation retired it first: this one loses rather than endorse with a stale key.
+        if (retired.numUpdatedRows === 0n) throw conflict('a concurrent rotation is in progress, try again');
+      }
+      await trx.insertInto('signingKeys').values(next).execute();
+      return next;
+    });
+    return fromRow(row).entry;
+  }
+
+  /**
+   * Adds `X-Signature` to the scope's successful JSON GET answers (not to HEAD, 304s or errors).
+   * Install it after `installConditionalGet`, so that it sees the 304s.
+   */
+  install(app: FastifyInstance): void {
+    app.addHook('onSend', async (request, reply, payload) => {
+      if (request.method !== 'GET' || reply.statusCode !== 200) return payload;
+      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
+      const type = reply.getHeader('content-type');
+      if (typeof type !== 'string' || !type.startsWith('application/json')) return payload;
+      reply.header('X-Signature', await this.header(payload));
+      return payload;
+    });
+  }
+}

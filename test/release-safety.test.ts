@@ -1,0 +1,372 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { followRotation, type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
+import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
+import { bucketOf } from './helpers/bucket.js';
+
+let t: TestApp;
+let file: { filePath: string; sha256: string };
+
+beforeAll(async () => {
+  t = await buildTestApp({ APP_NAME: 'rs' });
+  file = await upload(t, 'setup.exe', 'installer'.repeat(50));
+});
+afterAll(() => t.close());
+
+const version = (code: number, extra: Record<string, unknown> = {}) => ({
+  version: `1.${code}`,
+  versionCode: code,
+  filePath: file.filePath,
+  ...extra,
+});
+
+async function check(slug: string, code: number, deviceId?: string) {
+  const device = deviceId === undefined ? '' : `&deviceId=${encodeURIComponent(deviceId)}`;
+  const res = await t.inject(`/api/software/check-update?slug=${slug}&versionCode=${code}${device}`);
+  return res;
+}
+
+async function offered(slug: string, code: number, deviceId?: string): Promise<number | null> {
+  const res = await check(slug, code, deviceId);
+  return res.statusCode === 200 ? res.json<{ latest: { versionCode: number } }>().latest.versionCode : null;
+}
+
+async function keys(): Promise<SigningKey[]> {
+  return (await t.inject('/api/signing-keys')).json<SigningKey[]>();
+}
+
+describe('new parameters are validated with a 400 naming the field', () => {
+  it('publishAt, rolloutPercent, autoHalt, deviceId', async () => {
+    const pkg = await createPackage(t, { slug: 'valid', name: '校验' });
+    const bad: [string, string, Record<string, unknown>, string][] = [
+      ['POST', `/api/software/${pkg.id}/versions`, version(1, { publishAt: 'tomorrow' }), 'body.publishAt'],
+      ['POST', `/api/software/${pkg.id}/versions`, version(1, { rolloutPercent: 101 }), 'body.rolloutPercent'],
+      ['POST', `/api/software/${pkg.id}/versions`, version(1, { rolloutPercent: 12.5 }), 'body.rolloutPercent'],
+      [
+        'POST',
+        `/api/software/${pkg.id}/versions`,
+        version(1, { autoHalt: { maxQuietRate: 2, minDevices: 5 } }),
+        'body.autoHalt',
+      ],
+      ['POST', '/api/articles', { slug: 'a', title: 'A', publishAt: 'tomorrow' }, 'body.publishAt'],
+      ['POST', '/api/releases', { addonId: 'x', version: '1', publishAt: 'soon' }, 'body.publishAt'],
+    ];
+    for (const [method, url, body, field] of bad) {
+      const res = await admin(t, method as 'POST', url, body);
+      expect(res.statusCode, `${url} ${JSON.stringify(body)}`).toBe(400);
+      expect(res.json<{ error: string }>().error).toContain(field);
+    }
+    const v = await createVersion(t, pkg.id, version(1));
+    const put = await admin(t, 'PUT', `/api/software/versions/${v.id}`, { rolloutPercent: -1 });
+    expect(put.statusCode).toBe(400);
+    expect(put.json<{ error: string }>().error).toContain('body.rolloutPercent');
+    const long = await check('valid', 0, 'd'.repeat(129));
+    expect(long.statusCode).toBe(400);
+    expect(long.json<{ error: string }>().error).toContain('querystring.deviceId');
+    expect((await check('valid', 0, 'd'.repeat(128))).statusCode).toBe(200);
+  });
+});
+
+describe('staged rollouts', () => {
+  it('offers a 10% version to 10% (±1.5%) of 10,000 devices by the bucket rule, stably, and keeps them when ramped to 50%', async () => {
+    const pkg = await createPackage(t, { slug: 'rs-launcher', name: '启动器' });
+    await createVersion(t, pkg.id, version(100));
+    const staged = await createVersion(t, pkg.id, version(110, { rolloutPercent: 10 }));
+    expect(staged).toMatchObject({ rolloutPercent: 10 });
+    const devices = Array.from({ length: 10_000 }, (_, i) => `device-${i}-${(i * 7919) % 1000}`);
+
+    const offeredAt10 = new Set<string>();
+    for (const device of devices) {
+      const code = await offered('rs-launcher', 100, device);
+      expect(code === 110).toBe(bucketOf(staged.id, device) < 10);
+      if (code === 110) offeredAt10.add(device);
+    }
+    expect(Math.abs(offeredAt10.size / devices.length - 0.1)).toBeLessThanOrEqual(0.015);
+    // The same device always gets the same answer.
+    for (const device of devices.slice(0, 200)) {
+      expect(await offered('rs-launcher', 100, device)).toBe(offeredAt10.has(device) ? 110 : 100);
+    }
+
+    // Unidentified clients and the website: the newest version at 100.
+    expect(await offered('rs-launcher', 100)).toBe(100);
+    const info = (await t.inject('/api/software/latest?info=1')).json();
+    expect(info).toMatchObject({ available: true, versionCode: 100 });
+
+    expect((await admin(t, 'PUT', `/api/software/versions/${staged.id}`, { rolloutPercent: 50 })).statusCode).toBe(200);
+    let at50 = 0;
+    for (const device of devices) {
+      const code = await offered('rs-launcher', 100, device);
+      if (offeredAt10.has(device)) expect(code).toBe(110);
+      if (code === 110) at50 += 1;
+    }
+    expect(Math.abs(at50 / devices.length - 0.5)).toBeLessThanOrEqual(0.015);
+
+    // Halt: 0 offers it to no new device; devices already on it have no update.
+    await admin(t, 'PUT', `/api/software/versions/${staged.id}`, { rolloutPercent: 0 });
+    const inside = [...offeredAt10][0]!;
+    expect(await offered('rs-launcher', 100, inside)).toBe(100);
+    expect((await check('rs-launcher', 110, inside)).json()).toMatchObject({ hasUpdate: false, downgrade: false });
+
+    // At 100 everyone, and the website, gets it.
+    await admin(t, 'PUT', `/api/software/versions/${staged.id}`, { rolloutPercent: 100 });
+    expect(await offered('rs-launcher', 100)).toBe(110);
+    expect((await t.inject('/api/software/latest?info=1')).json()).toMatchObject({ versionCode: 110 });
+    const page = await t.inject('/download/launcher');
+    expect(page.statusCode).toBe(200);
+  });
+
+  it('versions carry rolloutPercent, publishAt and revokedAt wherever versions are listed', async () => {
+    const pkg = await createPackage(t, { slug: 'fields', name: '字段' });
+    await createVersion(t, pkg.id, version(1, { rolloutPercent: 30 }));
+    const fields = { rolloutPercent: 30, publishAt: null, revokedAt: null };
+    expect((await t.inject('/api/software/fields')).json().versions[0]).toMatchObject(fields);
+    expect((await t.inject('/api/software/changelog?slug=fields')).json().versions[0]).toMatchObject(fields);
+    const list = (await t.inject('/api/software')).json<{ slug: string; versions: unknown[] }[]>();
+    expect(list.find((p) => p.slug === 'fields')?.versions[0]).toMatchObject(fields);
+    // check-update's latest keeps its shape.
+    const latest = (await check('fields', 0, 'any')).json<{ latest: Record<string, unknown> }>().latest;
+    expect(Object.keys(latest)).not.toContain('rolloutPercent');
+  });
+});
+
+describe('revocation', () => {
+  it('sends devices on a revoked version back (downgrade), answers 410 to its download, and can be undone', async () => {
+    const pkg = await createPackage(t, { slug: 'revoke', name: '撤回' });
+    const v1 = await createVersion(t, pkg.id, version(1));
+    const v2 = await createVersion(t, pkg.id, version(2));
+    const revoked = await admin(t, 'POST', `/api/software/versions/${v2.id}/revoke`);
+    expect(revoked.statusCode).toBe(200);
+    expect(revoked.json()).toMatchObject({ id: v2.id, revokedAt: expect.any(String) });
+
+    expect((await check('revoke', 2, 'dev')).json()).toMatchObject({
+      hasUpdate: true,
+      forceUpdate: true,
+      downgrade: true,
+      latest: { versionCode: 1 },
+    });
+    expect((await check('revoke', 2)).json()).toMatchObject({ downgrade: true, latest: { versionCode: 1 } });
+    expect((await check('revoke', 0)).json()).toMatchObject({ hasUpdate: true, forceUpdate: false, downgrade: false });
+    expect((await check('revoke', 1)).json()).toMatchObject({ hasUpdate: false, downgrade: false });
+
+    const gone = await t.inject(`/api/software/download/${v2.id}`);
+    expect(gone.statusCode).toBe(410);
+    expect(gone.json()).toEqual({ error: expect.any(String) });
+    expect((await t.inject(`/api/software/download/${v1.id}`)).statusCode).toBe(200);
+    // Still listed, with revokedAt; the latest is the remaining one.
+    const detail = (await t.inject('/api/software/revoke')).json<{ versions: Record<string, unknown>[] }>();
+    expect(detail.versions.map((v) => [v.versionCode, v.isLatest, v.revokedAt !== null])).toEqual([
+      [2, false, true],
+      [1, true, false],
+    ]);
+
+    const back = await admin(t, 'POST', `/api/software/versions/${v2.id}/unrevoke`);
+    expect(back.json()).toMatchObject({ revokedAt: null });
+    expect((await check('revoke', 2, 'dev')).json()).toMatchObject({ hasUpdate: false, downgrade: false });
+    expect((await t.inject(`/api/software/download/${v2.id}`)).statusCode).toBe(200);
+    expect((await admin(t, 'POST', '/api/software/versions/nope/revoke')).statusCode).toBe(404);
+  });
+
+  it('a package with nothing left answers as one without versions', async () => {
+    const pkg = await createPackage(t, { slug: 'rs-launcher-empty', name: '空' });
+    const only = await createVersion(t, pkg.id, version(5));
+    await admin(t, 'POST', `/api/software/versions/${only.id}/revoke`);
+    expect((await check('rs-launcher-empty', 5, 'dev')).statusCode).toBe(404);
+    const list = (await t.inject('/api/software')).json<{ slug: string; versions: unknown[] }[]>();
+    expect(list.find((p) => p.slug === 'rs-launcher-empty')?.versions).toEqual([]);
+  });
+});
+
+describe('scheduled publishing', () => {
+  it('hides a scheduled version, release and article everywhere until its time, then shows them within 1 s with no write', async () => {
+    const pkg = await createPackage(t, { slug: 'sched', name: '定时' });
+    const v1 = await createVersion(t, pkg.id, version(1));
+    const addon = (
+      await admin(t, 'POST', '/api/addons', { slug: 'sched-addon', name: '插件', summary: '摘要' })
+    ).json();
+    const r1 = (
+      await admin(t, 'POST', '/api/releases', { addonId: addon.id, version: '1.0', filePath: file.filePath })
+    ).json();
+
+    const time = Date.now() + 2500;
+    const publishAt = new Date(time).toISOString();
+    const v2 = await createVersion(t, pkg.id, version(2, { publishAt }));
+    expect(v2).toMatchObject({ publishAt, isLatest: false });
+    const r2 = await admin(t, 'POST', '/api/releases', {
+      addonId: addon.id,
+      version: '2.0',
+      filePath: file.filePath,
+      publishAt,
+    });
+    expect(r2.json()).toMatchObject({ publishAt });
+    const article = await admin(t, 'POST', '/api/articles', { slug: 'sched-news', title: '公告', publishAt });
+    expect(article.statusCode).toBe(201);
+
+    const hidden = async () => {
+      expect(await offered('sched', 0, 'dev')).toBe(1);
+      const detail = (await t.inject('/api/software/sched')).json<{ versions: { id: string }[]; _count: unknown }>();
+      expect(detail.versions.map((v) => v.id)).toEqual([v1.id]);
+      const changelog = (await t.inject('/api/software/changelog?slug=sched')).json<{ versions: unknown[] }>();
+      expect(changelog.versions).toHaveLength(1);
+      expect((await t.inject(`/api/software/download/${v2.id}`)).statusCode).toBe(404);
+      const addonDetail = (await t.inject('/api/addons/sched-addon')).json<{
+        releases: { id: string; isLatest: boolean }[];
+      }>();
+      expect(addonDetail.releases.map((r) => [r.id, r.isLatest])).toEqual([[r1.id, true]]);
+      const catalogue = (await t.inject('/api/addons')).json<{ slug: string; releases: { id: string }[] }[]>();
+      expect(catalogue.find((a) => a.slug === 'sched-addon')?.releases.map((r) => r.id)).toEqual([r1.id]);
+      const releases = (await t.inject(`/api/releases?addonId=${addon.id}`)).json<unknown[]>();
+      expect(releases).toHaveLength(1);
+      expect((await t.inject(`/api/download/${r2.json().id}`)).statusCode).toBe(404);
+      const articles = (await t.inject('/api/articles?published=false')).json<{ slug: string }[]>();
+      expect(articles.map((a) => a.slug)).not.toContain('sched-news');
+      expect((await t.inject('/api/articles/sched-news')).statusCode).toBe(404);
+    };
+    await hidden();
+
+    // Administrators see the scheduled rows with publishAt.
+    const adminDetail = (await admin(t, 'GET', '/api/admin/software/sched')).json<{
+      versions: { publishAt: string | null }[];
+    }>();
+    expect(adminDetail.versions.map((v) => v.publishAt)).toEqual([publishAt, null]);
+    const adminAddon = (await admin(t, 'GET', '/api/admin/addons/sched-addon')).json<{ releases: unknown[] }>();
+    expect(adminAddon.releases).toHaveLength(2);
+    const adminArticles = (await admin(t, 'GET', '/api/admin/articles')).json<{ slug: string; publishAt: string }[]>();
+    expect(adminArticles.find((a) => a.slug === 'sched-news')?.publishAt).toBe(publishAt);
+
+    // No write from here on: poll until the time has passed.
+    while (Date.now() < time - 50) {
+      await hidden();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    let seenAt = 0;
+    while (Date.now() < time + 1000) {
+      if ((await offered('sched', 0, 'dev')) === 2) {
+        seenAt = Date.now();
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(seenAt).toBeGreaterThanOrEqual(time);
+    expect(seenAt - time).toBeLessThan(1000);
+    expect((await t.inject('/api/software/sched')).json().versions).toHaveLength(2);
+    const catalogue = (await t.inject('/api/addons')).json<{ slug: string; releases: { id: string }[] }[]>();
+    expect(catalogue.find((a) => a.slug === 'sched-addon')?.releases.map((r) => r.id)).toEqual([r2.json().id]);
+    expect((await t.inject('/api/articles/sched-news')).statusCode).toBe(200);
+    expect((await t.inject(`/api/download/${r2.json().id}`)).statusCode).toBe(200);
+  });
+});
+
+describe('signed answers', () => {
+  const signedPaths = [
+    '/api/software/check-update?slug=signed&versionCode=0&deviceId=abc',
+    '/api/software/latest?info=1',
+    '/api/software/changelog?slug=signed',
+    '/api/software',
+    '/api/software/signed',
+    '/api/addons',
+    '/api/addons/signed-addon',
+    '/api/releases',
+  ];
+
+  beforeAll(async () => {
+    const pkg = await createPackage(t, { slug: 'signed', name: '签名' });
+    await createVersion(t, pkg.id, version(7));
+    await admin(t, 'POST', '/api/addons', { slug: 'signed-addon', name: '插件', summary: '摘要' });
+  });
+
+  it('publishes one active Ed25519 key', async () => {
+    const listed = await keys();
+    expect(listed).toEqual([
+      {
+        keyId: expect.stringMatching(/^[0-9a-f]{16}$/),
+        algorithm: 'ed25519',
+        publicKey: expect.any(String),
+        createdAt: expect.any(String),
+        status: 'active',
+        endorsement: null,
+      },
+    ]);
+    expect(Buffer.from(listed[0]!.publicKey, 'base64')).toHaveLength(32);
+  });
+
+  it('signs every answer that tells a client what to download, verifiable with the published key only', async () => {
+    const pinned = await keys();
+    for (const path of signedPaths) {
+      const res = await t.inject(path);
+      expect(res.statusCode, path).toBe(200);
+      const header = res.headers['x-signature'] as string;
+      expect(header, path).toMatch(/^keyId=[0-9a-f]{16};sig=[A-Za-z0-9+/=]+$/);
+      expect(verifyAnswer(res.rawPayload, header, pinned), path).toBe(true);
+      // A one-byte change of the body fails.
+      const tampered = Buffer.from(res.rawPayload);
+      const at = tampered.length - 2;
+      tampered[at] = tampered.readUInt8(at) ^ 1;
+      expect(verifyAnswer(tampered, header, pinned), path).toBe(false);
+    }
+  });
+
+  it('check-update carries signedAt; 304s, HEAD answers, errors and other reads carry no signature', async () => {
+    const res = await check('signed', 0, 'abc');
+    expect(Date.now() - Date.parse(res.json<{ signedAt: string }>().signedAt)).toBeLessThan(60 * 60 * 1000);
+    const listed = await t.inject('/api/software');
+    const etag = listed.headers.etag as string;
+    const revalidated = await t.inject({ url: '/api/software', headers: { 'if-none-match': etag } });
+    expect(revalidated.statusCode).toBe(304);
+    expect(revalidated.headers['x-signature']).toBeUndefined();
+    const head = await t.inject({ method: 'HEAD', url: '/api/software/check-update?slug=signed' });
+    expect(head.statusCode).toBe(200);
+    expect(head.headers['x-signature']).toBeUndefined();
+    expect((await t.inject('/api/software/check-update?slug=none')).headers['x-signature']).toBeUndefined();
+    expect((await t.inject('/api/articles')).headers['x-signature']).toBeUndefined();
+  });
+
+  it('rotation: the new key is endorsed by the old one, both sign during the overlap, a launcher pinning the old key follows', async () => {
+    const pinned = await keys();
+    const rotated = await admin(t, 'POST', '/api/admin/signing-keys/rotate');
+    expect(rotated.statusCode).toBe(201);
+    const fresh = rotated.json<SigningKey & { status: string }>();
+    expect(fresh).toMatchObject({ status: 'active', endorsement: { keyId: pinned[0]!.keyId } });
+    const listed = await keys();
+    expect(listed.map((k) => [k.keyId, (k as SigningKey & { status: string }).status])).toEqual([
+      [fresh.keyId, 'active'],
+      [pinned[0]!.keyId, 'retired'],
+    ]);
+
+    const res = await check('signed', 0, 'abc');
+    const header = res.headers['x-signature'] as string;
+    expect(header.split(', ').map((e) => e.split(';')[0])).toEqual([
+      `keyId=${fresh.keyId}`,
+      `keyId=${pinned[0]!.keyId}`,
+    ]);
+    expect(verifyAnswer(res.rawPayload, header, pinned)).toBe(true);
+
+    const trusted = followRotation(pinned, listed);
+    expect(trusted.map((k) => k.keyId)).toEqual([pinned[0]!.keyId, fresh.keyId]);
+    expect(verifyAnswer(res.rawPayload, header, [fresh])).toBe(true);
+    // A key not endorsed by a pinned one is not adopted.
+    const forged = {
+      ...fresh,
+      keyId: 'forged',
+      endorsement: {
+        keyId: pinned[0]!.keyId,
+        signature: fresh.endorsement!.signature.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')),
+      },
+    };
+    expect(followRotation(pinned, [forged]).map((k) => k.keyId)).toEqual([pinned[0]!.keyId]);
+  });
+
+  it('after the overlap only the new key signs, and the pinned launcher still verifies through the endorsement', async () => {
+    const other = await buildTestApp({ SIGNING_OVERLAP_DAYS: '0' });
+    try {
+      const pinned = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
+      await admin(other, 'POST', '/api/admin/signing-keys/rotate');
+      const res = await other.inject('/api/software');
+      const header = res.headers['x-signature'] as string;
+      expect(header.split(', ')).toHaveLength(1);
+      expect(verifyAnswer(res.rawPayload, header, pinned)).toBe(false);
+      const listed = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
+      expect(verifyAnswer(res.rawPayload, header, followRotation(pinned, listed))).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+});
