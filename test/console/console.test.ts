@@ -24,8 +24,8 @@ afterAll(async () => {
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** A fresh browser profile (no cookies) whose preferred language is `locale`. */
-async function newPage(locale = 'en-US'): Promise<Page> {
-  context = await browser.newContext({ locale, viewport: { width: 1366, height: 900 } });
+async function newPage(locale = 'en-US', timezoneId?: string): Promise<Page> {
+  context = await browser.newContext({ locale, timezoneId, viewport: { width: 1366, height: 900 } });
   const page = await context.newPage();
   page.on('pageerror', (error) => console.error('page error:', error.message));
   return page;
@@ -211,7 +211,7 @@ describe('admin console in Chromium against the real service', () => {
     expect(update).toMatchObject({ forceUpdate: true, latest: { sha256: sha256(fixed), fileSize: fixed.length } });
 
     // A release: its changelog and its source (file → external link) change; its downloads stay.
-    type Release = { id: string; version: string; changelogEn: string; downloadType: string; externalUrl: string | null; downloadCount: number };
+    type Release = { id: string; version: string; changelogEn: string; downloadType: string; externalUrl: string | null; sha256: string | null; downloadCount: number };
     const releaseOf = async () => (await getJson<Release[]>(`${base}/api/releases`)).find((r) => r.version === '1.0.0')!;
     expect((await fetch(`${base}/api/download/${(await releaseOf()).id}`)).status).toBe(200);
     await expect.poll(async () => (await releaseOf()).downloadCount).toBe(1);
@@ -228,8 +228,190 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('release-1.0.1').getByText('URL', { exact: true }).waitFor();
     expect(await page.getByTestId('release-1.0.1').getByTestId('downloads').textContent()).toBe('1');
     expect(await getJson<Release[]>(`${base}/api/releases`)).toContainEqual(
-      expect.objectContaining({ version: '1.0.1', changelogEn: 'First release, mirrored', downloadType: 'url', externalUrl: 'https://mirror.example.com/better-bags-1.0.1.zip', downloadCount: 1 }),
+      // The link names no stored file: the old file's hash is not kept.
+      expect.objectContaining({ version: '1.0.1', changelogEn: 'First release, mirrored', downloadType: 'url', externalUrl: 'https://mirror.example.com/better-bags-1.0.1.zip', sha256: null, downloadCount: 1 }),
     );
+  });
+
+  it('schedules a version, a release and an article: marked as scheduled, hidden from the public until published', async () => {
+    // The browser is in Shanghai (UTC+8): the operator types local times, the API gets UTC.
+    const page = await newPage('en-US', 'Asia/Shanghai');
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const card = page.getByTestId('package-app-launcher');
+    await card.getByTestId('new-version').click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByTestId('ver-version').fill('1.3.0');
+    await dialog.getByTestId('ver-code').fill('130');
+    await dialog.getByTestId('file-input').setInputFiles({ name: 'launcher-1.3.0.exe', mimeType: 'application/octet-stream', buffer: Buffer.alloc(100_000, 3) });
+    await dialog.getByText(/Uploaded: launcher-1\.3\.0\.exe/).waitFor();
+    await dialog.getByTestId('ver-changelog-en').fill('Season two');
+    await dialog.getByTestId('publish-at').fill('2099-01-02T20:30');
+    await screenshot(page, '04c-version-schedule', { dialog: true });
+    await dialog.getByTestId('ver-submit').click();
+    const row = page.getByTestId('version-1.3.0');
+    await row.getByTestId('scheduled').getByText('Scheduled for').waitFor();
+    await screenshot(page, '04d-version-scheduled');
+
+    type Listed = { version: string; publishAt: string | null };
+    // The administrator's read (with the page's session cookie) lists scheduled rows.
+    const versions = (await (await page.request.get(`${base}/api/admin/software/app-launcher`)).json()) as { versions: Listed[] };
+    expect(versions.versions.find((v) => v.version === '1.3.0')?.publishAt).toBe('2099-01-02T12:30:00.000Z');
+    expect((await getJson<{ versions: Listed[] }>(`${base}/api/software/app-launcher`)).versions.map((v) => v.version)).toEqual(['1.2.0']);
+    const hidden = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120`);
+    expect(hidden).toMatchObject({ hasUpdate: false, latest: { version: '1.2.0' } });
+
+    // Publishing now: the date is cleared, the badge goes, launchers are offered it.
+    await row.getByTestId('edit-version').click();
+    expect(await dialog.getByTestId('publish-at').inputValue()).toBe('2099-01-02T20:30');
+    await dialog.getByTestId('publish-at').fill('');
+    await dialog.getByTestId('ver-submit').click();
+    await row.getByTestId('scheduled').waitFor({ state: 'detached' });
+    const offered = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120`);
+    expect(offered).toMatchObject({ hasUpdate: true, latest: { version: '1.3.0' } });
+
+    // A release scheduled on the addon page.
+    await page.getByTestId('nav-addons').click();
+    await page.getByText('Better Bags').click();
+    await page.getByTestId('new-release').click();
+    await dialog.getByTestId('rel-version').fill('2.0.0');
+    await dialog.getByTestId('file-input').setInputFiles({ name: 'better-bags-2.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(1000, 2) });
+    await dialog.getByText(/Uploaded: better-bags-2\.0\.0\.zip/).waitFor();
+    await dialog.getByTestId('publish-at').fill('2099-03-04T08:00');
+    await dialog.getByTestId('rel-submit').click();
+    await page.getByTestId('release-2.0.0').getByTestId('scheduled').waitFor();
+    await screenshot(page, '04e-release-scheduled');
+    expect((await getJson<{ version: string }[]>(`${base}/api/releases`)).map((r) => r.version)).not.toContain('2.0.0');
+
+    // An article scheduled from its editor.
+    await page.getByTestId('nav-articles').click();
+    await page.getByTestId('new-article').click();
+    await dialog.getByTestId('article-slug').fill('season-three');
+    await dialog.getByTestId('article-title-zh').fill('第三赛季');
+    await dialog.getByTestId('publish-at').fill('2099-05-06T10:00');
+    await dialog.getByTestId('article-submit').click();
+    await page.getByTestId('articles').getByText('第三赛季').waitFor();
+    await page.getByTestId('articles').getByTestId('scheduled').waitFor();
+    await screenshot(page, '04f-article-scheduled');
+    expect((await getJson<{ slug: string }[]>(`${base}/api/articles`)).map((a) => a.slug)).not.toContain('season-three');
+  });
+
+  it('ramps a version with the slider, halts it, revokes it with a confirmation: check-update follows each step', async () => {
+    const pkg = await getJson<{ versions: { id: string; version: string }[] }>(`${base}/api/software/app-launcher`);
+    const v130 = pkg.versions.find((v) => v.version === '1.3.0')!;
+    // The bucket rule of the specification, computed here independently of the service.
+    const bucket = (deviceId: string) => createHash('sha256').update(`${v130.id}:${deviceId}`).digest().readUInt32BE(0) % 100;
+    const devices = Array.from({ length: 200 }, (_, i) => `fleet-${i}`);
+    const offered = async (versionCode: number, deviceId: string) =>
+      getJson<{ hasUpdate: boolean; forceUpdate: boolean; downgrade: boolean; latest: { version: string } }>(
+        `${base}/api/software/check-update?slug=app-launcher&versionCode=${versionCode}&deviceId=${deviceId}`,
+      );
+    const offeredTo = async () => {
+      const answers = await Promise.all(devices.map((d) => offered(120, d)));
+      return devices.filter((_, i) => answers[i]!.latest.version === '1.3.0');
+    };
+    // A fleet: six launchers already on 1.3.0, four still on 1.2.0.
+    for (const [i, appVersion] of ['1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.2.0', '1.2.0', '1.2.0', '1.2.0'].entries()) {
+      const beat = await fetch(`${base}/api/launcher/heartbeat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ deviceId: `pc-${i}`, os: 'Windows', osVersion: '11', appVersion }),
+      });
+      expect(beat.status).toBe(200);
+    }
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const row = page.getByTestId('version-1.3.0');
+    await row.getByTestId('open-rollout').click();
+    const panel = page.getByTestId('rollout-panel');
+    await expect.poll(() => panel.getByTestId('health-devices').textContent(), { timeout: 10_000 }).toBe('6');
+    expect(await panel.getByTestId('health-online').textContent()).toBe('6');
+    await panel.getByText('Devices on the previous version (1.2.0)').waitFor();
+    expect(await panel.getByTestId('health-previous-devices').textContent()).toBe('4');
+    await panel.locator('.recharts-line').first().waitFor();
+    await screenshot(page, '04g-rollout-health', { dialog: true });
+
+    const slider = panel.getByRole('slider');
+    const ramp = async (presses: string[], percent: number) => {
+      await slider.focus();
+      for (const key of presses) await slider.press(key);
+      await panel.getByTestId('rollout-apply').getByText(`${percent}%`).waitFor();
+      await panel.getByTestId('rollout-apply').click();
+      await expect.poll(() => panel.getByTestId('rollout-current').textContent()).toBe(`${percent}%`);
+    };
+    await ramp(['Home', ...Array<string>(10).fill('ArrowRight')], 10);
+    const at10 = await offeredTo();
+    expect(at10).toEqual(devices.filter((d) => bucket(d) < 10));
+    expect(at10.length).toBeGreaterThan(5);
+    await row.getByText('10%').waitFor();
+
+    await ramp(Array<string>(40).fill('ArrowRight'), 50);
+    const at50 = await offeredTo();
+    expect(at50).toEqual(devices.filter((d) => bucket(d) < 50));
+    expect(at50).toEqual(expect.arrayContaining(at10));
+    await screenshot(page, '04h-rollout-50', { dialog: true });
+
+    // The automatic halt's thresholds are saved on the version.
+    await panel.getByTestId('auto-halt').click({ force: true });
+    await panel.getByLabel('Quiet after update above').fill('30');
+    await panel.getByLabel('Devices counted at least').fill('5');
+    await panel.getByTestId('auto-halt-save').click();
+    await expect
+      .poll(async () => (await getJson<{ versions: { version: string; autoHalt: unknown }[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.version === '1.3.0')?.autoHalt)
+      .toEqual({ maxQuietRate: 0.3, minDevices: 5 });
+
+    // Halt: nobody new is offered 1.3.0; a launcher already on it is not sent back.
+    await panel.getByTestId('rollout-halt').click();
+    await expect.poll(() => panel.getByTestId('rollout-current').textContent()).toBe('0%');
+    expect(await offeredTo()).toEqual([]);
+    expect(await offered(130, at10[0]!)).toMatchObject({ hasUpdate: false, downgrade: false });
+    await row.getByText('Halted').waitFor();
+
+    // Revoke (after a confirmation): a launcher on 1.3.0 is told to go back to 1.2.0.
+    await panel.getByTestId('revoke-version').click();
+    await page.getByText(/Revoke 1\.3\.0\?/).waitFor();
+    await screenshot(page, '04i-revoke-confirm', { dialog: true });
+    await page.getByTestId('confirm-yes').click();
+    await panel.getByTestId('revoked-alert').scrollIntoViewIfNeeded();
+    expect(await offered(130, 'pc-0')).toMatchObject({ hasUpdate: true, forceUpdate: true, downgrade: true, latest: { version: '1.2.0' } });
+    expect((await fetch(`${base}/api/software/download/${v130.id}`)).status).toBe(410);
+    await screenshot(page, '04j-revoked', { dialog: true });
+
+    // Unrevoke and ramp to everyone: every launcher is offered 1.3.0 again.
+    await panel.getByTestId('unrevoke-version').click();
+    await page.getByTestId('confirm-yes').click();
+    await panel.getByTestId('revoked-alert').waitFor({ state: 'detached' });
+    await ramp(['End'], 100);
+    expect(await offeredTo()).toEqual(devices);
+    expect(await offered(130, 'pc-0')).toMatchObject({ hasUpdate: false, downgrade: false });
+  });
+
+  it('lists the signing keys with their fingerprints and rotates after a confirmation', async () => {
+    type Key = { keyId: string; publicKey: string; status: string; endorsement: { keyId: string; signature: string } | null };
+    const fingerprint = (key: Key) => sha256(Buffer.from(key.publicKey, 'base64')).match(/.{4}/g)!.join(' ');
+    const [first] = await getJson<Key[]>(`${base}/api/signing-keys`);
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-signing-keys').click();
+    const firstRow = page.getByTestId(`key-${first!.keyId}`);
+    await firstRow.getByTestId('fingerprint').getByText(fingerprint(first!)).waitFor();
+    await firstRow.getByText('Active').waitFor();
+
+    await page.getByTestId('rotate-key').click();
+    await page.getByText(/Create a new signing key\?/).waitFor();
+    await screenshot(page, '11-rotate-confirm', { dialog: true });
+    await page.getByTestId('confirm-yes').click();
+    await firstRow.getByText('Retired').waitFor();
+    const keys = await getJson<Key[]>(`${base}/api/signing-keys`);
+    expect(keys).toHaveLength(2);
+    const next = keys.find((k) => k.keyId !== first!.keyId)!;
+    expect(next).toMatchObject({ status: 'active', endorsement: { keyId: first!.keyId } });
+    const nextRow = page.getByTestId(`key-${next.keyId}`);
+    await nextRow.getByTestId('fingerprint').getByText(fingerprint(next)).waitFor();
+    await nextRow.getByText(`signed by ${first!.keyId}`).waitFor();
+    await screenshot(page, '12-signing-keys');
   });
 
   it('writes and publishes an article with a safe live preview, and /api/articles?lang=en lists it', async () => {

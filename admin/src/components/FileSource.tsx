@@ -28,11 +28,15 @@ export function sourceReady(value: FileSourceValue): boolean {
   return value.downloadType === 'local' ? value.filePath !== '' : value.externalUrl.trim() !== '';
 }
 
-/** The body fields of a version or release for the chosen source. */
+/**
+ * The body fields of a version or release for the chosen source. An external link has no stored
+ * file: its size and sha256 are cleared, so that a row moved from a file to a link does not keep
+ * (and answer launchers with) the hash of the file it no longer serves.
+ */
 export function sourceBody(value: FileSourceValue) {
   return value.downloadType === 'local'
     ? { downloadType: 'local' as const, filePath: value.filePath }
-    : { downloadType: 'url' as const, externalUrl: value.externalUrl.trim() };
+    : { downloadType: 'url' as const, externalUrl: value.externalUrl.trim(), fileSize: 0, sha256: null };
 }
 
 /** Upload a file (with progress) or give an external link; when editing, `current` is the stored file, shown until replaced. */

@@ -26,7 +26,8 @@ import type { Addon, AddonWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
 import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
 import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
-import { ImageField, Sha256, UploadButton } from '../components/Upload';
+import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
+import { formatBytes, ImageField, Sha256, UploadButton } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { useLink, useRouter } from '../router';
@@ -174,7 +175,7 @@ export function AddonsPage() {
   );
 }
 
-type Release = Paths['/api/addons/{idOrSlug}']['get']['responses'][200]['content']['application/json']['releases'][number];
+type Release = Paths['/api/admin/addons/{idOrSlug}']['get']['responses'][200]['content']['application/json']['releases'][number];
 
 interface ReleaseFormValue {
   version: string;
@@ -182,16 +183,31 @@ interface ReleaseFormValue {
   changelogZh: string;
   changelogEn: string;
   source: FileSourceValue;
+  publishAt: string | null;
 }
 
-const emptyRelease: ReleaseFormValue = { version: '', gameVersion: '1.18', changelogZh: '', changelogEn: '', source: emptySource };
+const emptyRelease: ReleaseFormValue = { version: '', gameVersion: '1.18', changelogZh: '', changelogEn: '', source: emptySource, publishAt: null };
 
 function releaseForm(r: Release): ReleaseFormValue {
-  return { version: r.version, gameVersion: r.gameVersion, changelogZh: r.changelogZh, changelogEn: r.changelogEn, source: storedSource(r) };
+  return {
+    version: r.version,
+    gameVersion: r.gameVersion,
+    changelogZh: r.changelogZh,
+    changelogEn: r.changelogEn,
+    source: storedSource(r),
+    publishAt: r.publishAt,
+  };
 }
 
 function releaseBody(v: ReleaseFormValue) {
-  return { version: v.version, gameVersion: v.gameVersion, changelogZh: v.changelogZh, changelogEn: v.changelogEn, ...sourceBody(v.source) };
+  return {
+    version: v.version,
+    gameVersion: v.gameVersion,
+    changelogZh: v.changelogZh,
+    changelogEn: v.changelogEn,
+    ...sourceBody(v.source),
+    publishAt: v.publishAt,
+  };
 }
 
 /** Publishes a new release, or (`editing`) corrects any field of one: only the changed fields are sent, so its downloads stay. */
@@ -230,6 +246,7 @@ function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: 
         <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
         <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-zh" />
         <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-en" />
+        <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
         <Button type="submit" loading={save.isPending} data-testid="rel-submit">
           {editing === undefined ? t('create') : t('save')}
         </Button>
@@ -247,7 +264,7 @@ export function AddonDetailPage({ id }: { id: string }) {
   const [editingRelease, setEditingRelease] = useState<Release | null>(null);
   const detail = useQuery({
     queryKey: [...KEY, id, lang],
-    queryFn: async () => data(await api.GET('/api/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
+    queryFn: async () => data(await api.GET('/api/admin/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
   });
   const update = useWrite({
     mutationFn: async (body: AddonWrite) => data(await api.PUT('/api/addons/{id}', { params: { path: { id } }, body })),
@@ -358,7 +375,7 @@ export function AddonDetailPage({ id }: { id: string }) {
                 <Table.Tr>
                   <Table.Th>{t('version')}</Table.Th>
                   <Table.Th>{t('gameVersion')}</Table.Th>
-                  <Table.Th style={{ whiteSpace: 'nowrap' }}>SHA-256</Table.Th>
+                  <Table.Th>{t('file')}</Table.Th>
                   <Table.Th>{t('downloadsCol')}</Table.Th>
                   <Table.Th>{t('created_at')}</Table.Th>
                   <Table.Th>{t('actions')}</Table.Th>
@@ -367,18 +384,20 @@ export function AddonDetailPage({ id }: { id: string }) {
               <Table.Tbody>
                 {addon.releases.map((r) => (
                   <Table.Tr key={r.id} data-testid={`release-${r.version}`}>
-                    <Table.Td>
+                    <Table.Td miw={240}>
                       <Group gap={6}>
                         <Text fw={500}>{r.version}</Text>
                         {r.isLatest && <Badge color="green">{t('latest')}</Badge>}
                         {r.downloadType === 'url' && <Badge variant="outline">URL</Badge>}
                       </Group>
+                      <ScheduledBadge publishAt={r.publishAt} />
                       <Text size="xs" c="dimmed" lineClamp={2}>
                         {r.changelog}
                       </Text>
                     </Table.Td>
                     <Table.Td>{r.gameVersion || '–'}</Table.Td>
                     <Table.Td>
+                      <Text size="sm">{r.downloadType === 'local' ? formatBytes(r.fileSize) : '–'}</Text>
                       <Sha256 value={r.sha256} short />
                     </Table.Td>
                     <Table.Td data-testid="downloads">{r.downloadCount}</Table.Td>

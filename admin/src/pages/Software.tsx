@@ -5,10 +5,12 @@ import { useState } from 'react';
 import { api, data, type Paths } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
+import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
 import { formatBytes, Sha256 } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { changedFields, useWrite } from '../write';
+import { RolloutBadge, RolloutPanel } from './Rollout';
 
 const KEY = ['software'] as const;
 
@@ -48,7 +50,7 @@ function PackageForm({
   );
 }
 
-type Version = Paths['/api/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
+export type Version = Paths['/api/admin/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
 
 interface VersionFormValue {
   version: string;
@@ -58,6 +60,7 @@ interface VersionFormValue {
   forceUpdate: boolean;
   minVersion: string;
   source: FileSourceValue;
+  publishAt: string | null;
 }
 
 const emptyVersion: VersionFormValue = {
@@ -68,6 +71,7 @@ const emptyVersion: VersionFormValue = {
   forceUpdate: false,
   minVersion: '',
   source: emptySource,
+  publishAt: null,
 };
 
 function versionForm(v: Version): VersionFormValue {
@@ -79,6 +83,7 @@ function versionForm(v: Version): VersionFormValue {
     forceUpdate: v.forceUpdate,
     minVersion: v.minVersion ?? '',
     source: storedSource(v),
+    publishAt: v.publishAt,
   };
 }
 
@@ -91,6 +96,7 @@ function versionBody(v: VersionFormValue) {
     forceUpdate: v.forceUpdate,
     minVersion: v.minVersion.trim() === '' ? null : v.minVersion.trim(),
     ...sourceBody(v.source),
+    publishAt: v.publishAt,
   };
 }
 
@@ -134,6 +140,7 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
           <TextInput label={t('minVersion')} value={value.minVersion} onChange={(e) => set('minVersion', e.currentTarget.value)} data-testid="ver-min-version" />
           <Switch label={t('forceUpdate')} checked={value.forceUpdate} onChange={(e) => set('forceUpdate', e.currentTarget.checked)} mt="lg" data-testid="ver-force" />
         </Group>
+        <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
         <Button type="submit" loading={save.isPending} data-testid="ver-submit">
           {editing === undefined ? t('create') : t('save')}
         </Button>
@@ -145,9 +152,10 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
 function Versions({ packageId }: { packageId: string }) {
   const { t, lang } = useI18n();
   const [editing, setEditing] = useState<Version | null>(null);
+  const [rolloutId, setRolloutId] = useState<string | null>(null);
   const detail = useQuery({
     queryKey: [...KEY, packageId, lang],
-    queryFn: async () => data(await api.GET('/api/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
+    queryFn: async () => data(await api.GET('/api/admin/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
   });
   const update = useWrite({
     mutationFn: async (args: { id: string; body: { isLatest?: boolean; forceUpdate?: boolean } }) =>
@@ -162,6 +170,7 @@ function Versions({ packageId }: { packageId: string }) {
     success: 'deleted',
   });
   const versions = detail.data?.versions ?? [];
+  const rollout = versions.find((v) => v.id === rolloutId);
   if (versions.length === 0) return <Text c="dimmed" size="sm">{detail.isPending ? t('loading') : t('noVersions')}</Text>;
   return (
     <Table.ScrollContainer minWidth={1000}>
@@ -170,10 +179,9 @@ function Versions({ packageId }: { packageId: string }) {
           <Table.Tr>
             <Table.Th>{t('version')}</Table.Th>
             <Table.Th>{t('versionCode')}</Table.Th>
-            <Table.Th>{t('size')}</Table.Th>
-            <Table.Th style={{ whiteSpace: 'nowrap' }}>SHA-256</Table.Th>
+            <Table.Th>{t('file')}</Table.Th>
             <Table.Th>{t('downloadsCol')}</Table.Th>
-            <Table.Th>{t('launcherDownloads')}</Table.Th>
+            <Table.Th>{t('rollout')}</Table.Th>
             <Table.Th>{t('forceUpdate')}</Table.Th>
             <Table.Th>{t('minVersion')}</Table.Th>
             <Table.Th>{t('created_at')}</Table.Th>
@@ -183,32 +191,45 @@ function Versions({ packageId }: { packageId: string }) {
         <Table.Tbody>
           {versions.map((v) => (
             <Table.Tr key={v.id} data-testid={`version-${v.version}`}>
-              <Table.Td>
+              <Table.Td miw={240}>
                 <Group gap={6}>
                   <Text fw={500}>{v.version}</Text>
                   {v.isLatest && <Badge color="green">{t('latest')}</Badge>}
                   {v.downloadType === 'url' && <Badge variant="outline">URL</Badge>}
                 </Group>
+                <ScheduledBadge publishAt={v.publishAt} />
                 <Text size="xs" c="dimmed" lineClamp={2}>
                   {v.changelog}
                 </Text>
               </Table.Td>
               <Table.Td>{v.versionCode}</Table.Td>
-              <Table.Td>{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Table.Td>
               <Table.Td>
+                <Text size="sm">{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Text>
                 <Sha256 value={v.sha256} short />
               </Table.Td>
-              <Table.Td data-testid="downloads">{v.downloadCount}</Table.Td>
-              <Table.Td data-testid="launcher-downloads">{v.launcherDownloadCount}</Table.Td>
+              <Table.Td>
+                <Text size="sm" data-testid="downloads">
+                  {v.downloadCount}
+                </Text>
+                <Text size="xs" c="dimmed" style={{ whiteSpace: 'nowrap' }}>
+                  {t('launcherDownloads')}: <span data-testid="launcher-downloads">{v.launcherDownloadCount}</span>
+                </Text>
+              </Table.Td>
+              <Table.Td>
+                <RolloutBadge version={v} />
+              </Table.Td>
               <Table.Td>
                 <Switch size="xs" checked={v.forceUpdate} onChange={(e) => update.mutate({ id: v.id, body: { forceUpdate: e.currentTarget.checked } })} />
               </Table.Td>
               <Table.Td>{v.minVersion ?? '–'}</Table.Td>
-              <Table.Td>{new Date(v.createdAt).toLocaleString()}</Table.Td>
-              <Table.Td>
-                <Group gap={4} wrap="nowrap">
+              <Table.Td>{new Date(v.createdAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}</Table.Td>
+              <Table.Td miw={170}>
+                <Group gap={4}>
                   <Button size="xs" variant="default" onClick={() => setEditing(v)} data-testid="edit-version">
                     {t('edit')}
+                  </Button>
+                  <Button size="xs" variant="light" onClick={() => setRolloutId(v.id)} data-testid="open-rollout">
+                    {t('rollout')}
                   </Button>
                   {!v.isLatest && (
                     <Button size="xs" variant="light" onClick={() => update.mutate({ id: v.id, body: { isLatest: true } })}>
@@ -226,6 +247,9 @@ function Versions({ packageId }: { packageId: string }) {
       </Table>
       <Modal opened={editing !== null} onClose={() => setEditing(null)} title={`${t('editVersion')} · ${editing?.version ?? ''}`} size="lg">
         {editing !== null && <VersionForm packageId={packageId} editing={editing} onDone={() => setEditing(null)} />}
+      </Modal>
+      <Modal opened={rollout !== undefined} onClose={() => setRolloutId(null)} title={t('rolloutOf', { version: rollout?.version ?? '' })} size="xl">
+        {rollout !== undefined && <RolloutPanel version={rollout} />}
       </Modal>
     </Table.ScrollContainer>
   );
