@@ -16,8 +16,34 @@ export const scenarios: ScenarioProvider = async (target) => {
       forceUpdate: code % 5 === 0,
     });
   }
+  // The same versions in a second package whose latest is at a 20% staged rollout.
+  const staged = await api<{ id: string }>(target, 'POST', '/api/software', { slug: 'staged', name: '分阶段' });
+  for (let code = 100; code <= 120; code += 1) {
+    await api(target, 'POST', `/api/software/${staged.id}/versions`, {
+      version: `1.0.${code}`,
+      versionCode: code,
+      changelog: `第 ${code} 版：修复若干问题，提升下载速度。`,
+      changelogEn: `Build ${code}: fixes and faster downloads.`,
+      filePath: file.filePath,
+      forceUpdate: code % 5 === 0,
+      rolloutPercent: code === 120 ? 20 : 100,
+    });
+  }
+  // Both built per request by the load generator (which costs it CPU on the same machine): the
+  // plain one varies a parameter the service ignores, the staged one the deviceId of 10,000 launchers.
+  const plainPath = (n: number) => `/api/software/check-update?slug=${slug}&versionCode=110&lang=en&n=${n % 10_000}`;
+  const stagedPath = (n: number) =>
+    `/api/software/check-update?slug=staged&versionCode=110&lang=en&deviceId=device-${n % 10_000}`;
   return [
     { name: 'check-update', path: `/api/software/check-update?slug=${slug}&versionCode=110&lang=en`, aim: 0.5 },
+    { name: 'check-update plain', path: plainPath(0), makePath: plainPath },
+    {
+      // A latest at 20%: each answer is signed once when rendered, as in the plain scenario.
+      name: 'check-update staged',
+      path: stagedPath(0),
+      makePath: stagedPath,
+      against: { name: 'check-update plain', aim: 0.9 },
+    },
     {
       name: 'heartbeat',
       method: 'POST',

@@ -12,6 +12,10 @@ export interface Scenario {
   headers?: Record<string, string>;
   /** Builds each request's body (e.g. a different deviceId per heartbeat). */
   makeBody?: (n: number) => string;
+  /** Builds each request's path and query (e.g. a different deviceId per check-update); `path` is the first. */
+  makePath?: (n: number) => string;
+  /** Also print this scenario's rate against another one of the same run, by name, with its own aim. */
+  against?: { name: string; aim: number };
   /** The lowest acceptable ratio of the service's rate to the bare server's; printed beside the result. */
   aim?: number;
 }

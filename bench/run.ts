@@ -45,11 +45,18 @@ async function load(url: string, scenario: Scenario): Promise<Measure> {
     method: scenario.method ?? 'GET',
     headers: scenario.headers ?? {},
     ...(scenario.body !== undefined ? { body: scenario.body } : {}),
-    ...(scenario.makeBody
+    ...(scenario.makeBody || scenario.makePath
       ? {
           requests: [
             {
-              setupRequest: (req: autocannon.Request) => ({ ...req, body: scenario.makeBody?.(n++) ?? '' }),
+              setupRequest: (req: autocannon.Request) => {
+                const i = n++;
+                return {
+                  ...req,
+                  ...(scenario.makeBody ? { body: scenario.makeBody(i) } : {}),
+                  ...(scenario.makePath ? { path: scenario.makePath(i) } : {}),
+                };
+              },
             },
           ],
         }
@@ -126,6 +133,7 @@ try {
     `engine ${engine}; ${connections} connections; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
   const rows: string[] = [];
+  const comparisons: string[] = [];
   for (const scenario of chosen) {
     const sample = await fetch(server.url + scenario.path, {
       method: scenario.method ?? 'GET',
@@ -140,12 +148,24 @@ try {
     if (!sample.ok) throw new Error(`${scenario.name}: ${sample.status}`);
     const service: Measure[] = [];
     const bare: Measure[] = [];
+    // The scenario compared against runs in the same rounds, interleaved, so both see the same machine.
+    const other = scenarios.find((s) => s.name === scenario.against?.name);
+    const others: Measure[] = [];
     for (let round = 0; round < rounds; round += 1) {
       bare.push(await load(`${baseline.url}/?bytes=${bytes}`, { ...scenario, path: '/' }));
       service.push(await load(server.url + scenario.path, scenario));
+      if (other) others.push(await load(server.url + other.path, other));
     }
     const rps = median(service.map((m) => m.rps));
     const bareRps = median(bare.map((m) => m.rps));
+    if (scenario.against && other) {
+      const otherRps = median(others.map((m) => m.rps));
+      const against = rps / otherRps;
+      const met = against >= scenario.against.aim ? 'met' : 'MISSED';
+      comparisons.push(
+        `${scenario.name} vs ${other.name} (same rounds, medians): ${rps.toFixed(0)} / ${otherRps.toFixed(0)} req/s = ${against.toFixed(3)} (aim ≥ ${scenario.against.aim}: ${met})`,
+      );
+    }
     const ratio = rps / bareRps;
     const aim =
       scenario.aim === undefined
@@ -161,6 +181,7 @@ try {
   console.log('\n| scenario | body bytes | req/s | p50 ms | p99 ms | bare req/s | bare p99 ms | ratio | errors |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
+  if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } finally {
   baseline.child.kill('SIGTERM');
   await server.stop('SIGTERM');

@@ -79,7 +79,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installErrorHandling(server);
   server.decorateRequest('admin', null);
   await server.register(cookie);
-  await server.register(cors, { origin: config.corsOrigin === '*' ? '*' : config.corsOrigin.split(',') });
+  await server.register(cors, {
+    origin: config.corsOrigin === '*' ? '*' : config.corsOrigin.split(','),
+    // A web page may verify signed answers too.
+    exposedHeaders: ['X-Signature'],
+  });
   await server.register(helmet, {
     // A JSON API whose images and files are embedded by the community website on another origin.
     contentSecurityPolicy: false,

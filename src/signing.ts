@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, typ
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { ContentCache } from './cache.js';
+import { ConfigError } from './config.js';
 import { isUniqueViolation } from './db/errors.js';
 import type { Db } from './db/index.js';
 import type { SigningKeyRow } from './db/schema.js';
@@ -92,8 +93,15 @@ export class Signer {
   }
 
   private static readKeyFile(file: string): LoadedKey {
-    const privateKey = createPrivateKey(fs.readFileSync(file));
-    if (privateKey.asymmetricKeyType !== 'ed25519') throw new Error(`SIGNING_KEY_FILE ${file} is not an Ed25519 key`);
+    let privateKey: KeyObject;
+    try {
+      privateKey = createPrivateKey(fs.readFileSync(file));
+    } catch (err) {
+      throw new ConfigError(`SIGNING_KEY_FILE ${file} is not a readable PKCS#8 PEM key: ${(err as Error).message}`);
+    }
+    if (privateKey.asymmetricKeyType !== 'ed25519') {
+      throw new ConfigError(`SIGNING_KEY_FILE ${file} is not an Ed25519 key`);
+    }
     const raw = rawPublicKey(privateKey);
     return {
       privateKey,

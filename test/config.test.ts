@@ -17,6 +17,8 @@ describe('configuration', () => {
       adminUsername: 'admin',
       adminPassword: null,
       maxUploadBytes: 4 * 1024 ** 3,
+      signingKeyFile: null,
+      signingOverlapDays: 30,
     });
     expect(Object.isFrozen(config)).toBe(true);
   });
@@ -36,6 +38,8 @@ describe('configuration', () => {
       ADMIN_USERNAME: 'root',
       ADMIN_PASSWORD: 'secret',
       MAX_UPLOAD_BYTES: '1024',
+      SIGNING_KEY_FILE: '/srv/keys/signing.pem',
+      SIGNING_OVERLAP_DAYS: '7',
     });
     expect(config).toMatchObject({
       port: 8080,
@@ -54,6 +58,8 @@ describe('configuration', () => {
       adminUsername: 'root',
       adminPassword: 'secret',
       maxUploadBytes: 1024,
+      signingKeyFile: '/srv/keys/signing.pem',
+      signingOverlapDays: 7,
     });
     expect(loadConfig({ DATA_DIR: '/srv/lds' }).database).toEqual({ kind: 'sqlite', file: '/srv/lds/app.db' });
     expect(loadConfig({ DATABASE_URL: 'sqlite:/tmp/x.db' }).database).toEqual({ kind: 'sqlite', file: '/tmp/x.db' });
@@ -70,6 +76,7 @@ describe('configuration', () => {
     [{ PUBLIC_BASE_URL: 'ftp://dl.example.test' }, /PUBLIC_BASE_URL/],
     [{ APP_NAME: 'Bad Name' }, /APP_NAME/],
     [{ MAX_UPLOAD_BYTES: '-1' }, /MAX_UPLOAD_BYTES/],
+    [{ SIGNING_OVERLAP_DAYS: 'a month' }, /SIGNING_OVERLAP_DAYS/],
   ])('refuses %j with a clear start-up error', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -285,6 +285,100 @@ onPostgres('two service processes on one PostgreSQL database and one S3 store', 
     expect(onB.reduce((sum, d) => sum + d.heartbeatCount, 0)).toBe(30);
   });
 
+  it('a ramp, a halt and a revoke made on one instance are answered by the other within 5 s', async () => {
+    const pkg = await call(a, 'POST', '/api/software', { auth: cookie, json: { slug: 'staged', name: '分阶段' } });
+    const packageId = (pkg.body as { id: string }).id;
+    const publish = (code: number, extra: object = {}) =>
+      call(a, 'POST', `/api/software/${packageId}/versions`, {
+        auth: cookie,
+        json: {
+          version: `${code}`,
+          versionCode: code,
+          downloadType: 'url',
+          externalUrl: `https://x.test/${code}`,
+          ...extra,
+        },
+      });
+    await publish(1);
+    const staged = ((await publish(2, { rolloutPercent: 0 })).body as { id: string }).id;
+    const device = 'multi-device';
+    const offered = async () => {
+      const res = await call(b, 'GET', `/api/software/check-update?slug=staged&versionCode=1&deviceId=${device}`);
+      return res.body as { latest: { versionCode: number }; downgrade: boolean };
+    };
+    expect((await offered()).latest.versionCode).toBe(1);
+
+    const within5s = async (
+      change: () => Promise<Answer>,
+      done: (body: Awaited<ReturnType<typeof offered>>) => boolean,
+    ) => {
+      const started = Date.now();
+      expect((await change()).status).toBe(200);
+      const seen = await pollUntil(offered, done, 5000);
+      expect(done(seen)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5000);
+    };
+    const put = (json: object) => () => call(a, 'PUT', `/api/software/versions/${staged}`, { auth: cookie, json });
+    await within5s(put({ rolloutPercent: 100 }), (body) => body.latest.versionCode === 2);
+    await within5s(put({ rolloutPercent: 0 }), (body) => body.latest.versionCode === 1);
+    await within5s(put({ rolloutPercent: 100 }), (body) => body.latest.versionCode === 2);
+    const revoke = () => call(a, 'POST', `/api/software/versions/${staged}/revoke`, { auth: cookie });
+    await within5s(revoke, (body) => body.latest.versionCode === 1);
+    const onRevoked = await call(b, 'GET', `/api/software/check-update?slug=staged&versionCode=2&deviceId=${device}`);
+    expect(onRevoked.body).toMatchObject({ hasUpdate: true, forceUpdate: true, downgrade: true });
+  });
+
+  it('a scheduled version appears on both instances within 1 s of its time', async () => {
+    const pkg = await call(a, 'POST', '/api/software', { auth: cookie, json: { slug: 'scheduled', name: '定时' } });
+    const packageId = (pkg.body as { id: string }).id;
+    const body = (code: number, publishAt: string | null) => ({
+      version: `${code}`,
+      versionCode: code,
+      downloadType: 'url',
+      externalUrl: `https://x.test/s${code}`,
+      publishAt,
+    });
+    await call(a, 'POST', `/api/software/${packageId}/versions`, { auth: cookie, json: body(1, null) });
+    const time = Date.now() + 3000;
+    await call(b, 'POST', `/api/software/${packageId}/versions`, {
+      auth: cookie,
+      json: body(2, new Date(time).toISOString()),
+    });
+    const code = async (server: ServerProcess) =>
+      (
+        (await call(server, 'GET', '/api/software/check-update?slug=scheduled')).body as {
+          latest: { versionCode: number };
+        }
+      ).latest.versionCode;
+    // Both instances read (and cache) the answer before the time.
+    expect([await code(a), await code(b)]).toEqual([1, 1]);
+    const seen = await Promise.all(
+      [a, b].map(async (server) => {
+        for (;;) {
+          if ((await code(server)) === 2) return Date.now();
+          if (Date.now() > time + 5000) return Infinity;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }),
+    );
+    for (const at of seen) {
+      expect(at).toBeGreaterThanOrEqual(time);
+      expect(at - time).toBeLessThan(1000);
+    }
+  });
+
+  it("a signing key rotated on one instance signs the other instance's answers within 5 s", async () => {
+    const rotated = await call(a, 'POST', '/api/admin/signing-keys/rotate', { auth: cookie });
+    expect(rotated.status).toBe(201);
+    const keyId = (rotated.body as { keyId: string }).keyId;
+    const signed = await pollUntil(
+      () => call(b, 'GET', '/api/software/check-update?slug=scheduled'),
+      (r) => (r.headers.get('x-signature') ?? '').startsWith(`keyId=${keyId};`),
+      5000,
+    );
+    expect(signed.headers.get('x-signature')).toMatch(new RegExp(`^keyId=${keyId};sig=[^,]+, keyId=`));
+  });
+
   it('publishing concurrently on both instances leaves one latest and no spurious 409', async () => {
     const pkg = await call(b, 'POST', '/api/software', {
       auth: cookie,

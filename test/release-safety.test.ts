@@ -1,7 +1,12 @@
+import { generateKeyPairSync } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followRotation, type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 import { bucketOf } from './helpers/bucket.js';
+import { ConfigError } from '../src/config.js';
+import { Signer } from '../src/signing.js';
 
 let t: TestApp;
 let file: { filePath: string; sha256: string };
@@ -163,6 +168,28 @@ describe('revocation', () => {
     expect((await check('revoke', 2, 'dev')).json()).toMatchObject({ hasUpdate: false, downgrade: false });
     expect((await t.inject(`/api/software/download/${v2.id}`)).statusCode).toBe(200);
     expect((await admin(t, 'POST', '/api/software/versions/nope/revoke')).statusCode).toBe(404);
+  });
+
+  it('the launcher package with nothing left: latest?info=1 is {available: false}, the download 404', async () => {
+    const other = await buildTestApp();
+    try {
+      const pkg = await createPackage(other, { slug: 'app-launcher', name: '启动器' });
+      const only = await createVersion(other, pkg.id, {
+        version: '1',
+        versionCode: 1,
+        downloadType: 'url',
+        externalUrl: 'https://x.test/1',
+      });
+      expect((await other.inject('/api/software/latest?info=1')).json()).toMatchObject({ available: true });
+      await admin(other, 'POST', `/api/software/versions/${only.id}/revoke`);
+      expect((await other.inject('/api/software/latest?info=1')).json()).toEqual({ available: false });
+      expect((await other.inject('/download/launcher')).statusCode).toBe(404);
+      expect((await other.inject('/api/software/latest')).statusCode).toBe(404);
+      const cors = await other.inject({ url: '/api/software', headers: { origin: 'https://site.example.test' } });
+      expect(cors.headers['access-control-expose-headers']).toContain('X-Signature');
+    } finally {
+      await other.close();
+    }
   });
 
   it('a package with nothing left answers as one without versions', async () => {
@@ -352,6 +379,28 @@ describe('signed answers', () => {
       },
     };
     expect(followRotation(pinned, [forged]).map((k) => k.keyId)).toEqual([pinned[0]!.keyId]);
+  });
+
+  it('SIGNING_KEY_FILE: answers are signed with that key; rotation is done by replacing the file', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const keyFile = path.join(t.dir, 'signing.pem');
+    fs.writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    const other = await buildTestApp({ SIGNING_KEY_FILE: keyFile });
+    try {
+      const listed = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
+      const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
+      expect(listed).toMatchObject([{ publicKey: raw, status: 'active', endorsement: null }]);
+      const res = await other.inject('/api/software');
+      expect(verifyAnswer(res.rawPayload, res.headers['x-signature'] as string, listed)).toBe(true);
+      expect((await admin(other, 'POST', '/api/admin/signing-keys/rotate')).statusCode).toBe(409);
+    } finally {
+      await other.close();
+    }
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' });
+    fs.writeFileSync(keyFile, rsa);
+    const signer = (keyFile: string) => new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    expect(() => signer(keyFile)).toThrow(/SIGNING_KEY_FILE .* not an Ed25519 key/);
+    expect(() => signer(path.join(t.dir, 'missing.pem'))).toThrow(ConfigError);
   });
 
   it('after the overlap only the new key signs, and the pinned launcher still verifies through the endorsement', async () => {

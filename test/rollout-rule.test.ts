@@ -91,7 +91,8 @@ describe('effective latest', () => {
   });
 
   it('the latest follows the flag among offered versions', () => {
-    expect(packageLatest([v('a', 1), v('b', 5)])?.id).toBe('b');
+    expect(packageLatest([v('b', 5), v('a', 1)])?.id).toBe('b');
+    expect(packageLatest([v('b', 5, { offered: false }), v('a', 1)])?.id).toBe('a');
   });
 });
 

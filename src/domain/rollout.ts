@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { decideUpdate, type UpdateDecision } from './update.js';
 
 /** What the rollout rules need of a software version. */
@@ -15,7 +15,8 @@ export interface RolloutVersion {
 
 /** `(first 4 bytes of SHA-256("<versionId>:<deviceId>") as an unsigned big-endian integer) mod 100`. */
 export function rolloutBucket(versionId: string, deviceId: string): number {
-  return createHash('sha256').update(`${versionId}:${deviceId}`).digest().readUInt32BE(0) % 100;
+  // One-shot hash: the check-update hot path computes one per request with a deviceId.
+  return hash('sha256', `${versionId}:${deviceId}`, 'buffer').readUInt32BE(0) % 100;
 }
 
 /** At 100 every device (and every request) is in; otherwise only devices whose bucket is below the percent. */
@@ -31,11 +32,11 @@ export function isPublished(publishAt: string | null, at: number): boolean {
 
 /**
  * The package's latest among offered versions: the flagged one when it is offered (an unpublished or
- * revoked flagged row counts as no flag), else the highest `versionCode`.
+ * revoked flagged row counts as no flag), else the highest `versionCode`. `versions` are ordered by
+ * `versionCode`, highest first (as the repository reads them), here and below.
  */
 export function packageLatest<V extends RolloutVersion>(versions: readonly V[]): V | undefined {
-  const offered = versions.filter((v) => v.offered);
-  return offered.find((v) => v.isLatest) ?? [...offered].sort((a, b) => b.versionCode - a.versionCode)[0];
+  return versions.find((v) => v.offered && v.isLatest) ?? versions.find((v) => v.offered);
 }
 
 /**
@@ -49,10 +50,7 @@ export function effectiveLatest<V extends RolloutVersion>(
 ): V | undefined {
   const latest = packageLatest(versions);
   if (!latest || inRollout(latest, deviceId)) return latest;
-  const below = versions
-    .filter((v) => v.offered && v.versionCode < latest.versionCode && inRollout(v, deviceId))
-    .sort((a, b) => b.versionCode - a.versionCode)[0];
-  return below ?? latest;
+  return versions.find((v) => v.offered && v.versionCode < latest.versionCode && inRollout(v, deviceId)) ?? latest;
 }
 
 export interface CheckUpdateDecision<V> extends UpdateDecision {

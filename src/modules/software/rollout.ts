@@ -67,19 +67,21 @@ export class RolloutService {
 
   /** `GET /api/admin/software/versions/{id}/rollout`; applies the automatic halt when it is due. */
   async health(versionId: string): Promise<RolloutHealth> {
-    const version = await repo.findVersion(this.db, versionId);
-    if (!version) throw notFound(`software version not found: ${versionId}`);
+    const found = await repo.findVersion(this.db, versionId);
+    if (!found) throw notFound(`software version not found: ${versionId}`);
     const at = now();
+    const rows = await this.deviceRows(found.version);
+    const quiet = quietShare(rows, at);
+    const version = (await this.haltIfDue(found, quiet))
+      ? ((await repo.findVersion(this.db, versionId)) ?? found)
+      : found;
     const siblings = await repo.versionsOf(this.db, [version.packageId]);
     const previous = siblings.find((v) => v.versionCode < version.versionCode && isPublished(v.publishAt, at)) ?? null;
-    const rows = await this.deviceRows(version.version);
     const previousRows = previous ? await this.deviceRows(previous.version) : [];
-    const on = await this.devicesOn(version.version, at);
-    const quiet = quietShare(rows, at);
-    const halted = await this.haltIfDue(version, quiet);
     const publishedAt = version.publishAt ?? version.createdAt;
+    const on = await this.devicesOn(version.version, at);
     return {
-      rolloutPercent: halted?.rolloutPercent ?? version.rolloutPercent,
+      rolloutPercent: version.rolloutPercent,
       publishedAt,
       devicesOnVersion: on.total,
       onlineOnVersion: on.online,
@@ -92,19 +94,19 @@ export class RolloutService {
           }
         : null,
       timeline: timeline(Date.parse(publishedAt), at, rows, previousRows),
-      haltedAt: halted?.haltedAt ?? version.haltedAt,
-      haltReason: halted?.haltReason ?? version.haltReason,
+      haltedAt: version.haltedAt,
+      haltReason: version.haltReason,
     };
   }
 
-  /** Sets `rolloutPercent` 0 with the reason, once the version's `autoHalt` condition holds. */
-  private async haltIfDue(
-    version: VersionRow,
-    quiet: { rate: number | null; counted: number },
-  ): Promise<Pick<VersionRow, 'rolloutPercent' | 'haltedAt' | 'haltReason'> | null> {
+  /**
+   * Sets `rolloutPercent` 0 with the reason once the version's `autoHalt` condition holds (at most once,
+   * whichever instance gets there first); answers whether the version was halted by anyone.
+   */
+  private async haltIfDue(version: VersionRow, quiet: { rate: number | null; counted: number }): Promise<boolean> {
     const rule = autoHaltOf(version);
-    if (!rule || version.haltedAt !== null || version.rolloutPercent === 0 || version.revokedAt !== null) return null;
-    if (quiet.rate === null || quiet.counted < rule.minDevices || quiet.rate <= rule.maxQuietRate) return null;
+    if (!rule || version.haltedAt !== null || version.rolloutPercent === 0 || version.revokedAt !== null) return false;
+    if (quiet.rate === null || quiet.counted < rule.minDevices || quiet.rate <= rule.maxQuietRate) return false;
     const halt = {
       rolloutPercent: 0,
       haltedAt: nowIso(),
@@ -118,7 +120,7 @@ export class RolloutService {
         .where('haltedAt', 'is', null)
         .execute(),
     );
-    return halt;
+    return true;
   }
 
   /** Evaluates the automatic halt of every version that has one and is still rolling out. */
