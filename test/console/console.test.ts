@@ -412,6 +412,10 @@ describe('admin console in Chromium against the real service', () => {
     await nextRow.getByTestId('fingerprint').getByText(fingerprint(next)).waitFor();
     await nextRow.getByText(`signed by ${first!.keyId}`).waitFor();
     await screenshot(page, '12-signing-keys');
+    await page.getByTestId('lang-switch').getByText('中文').click();
+    await nextRow.getByText(`由 ${first!.keyId} 签名`).waitFor();
+    await firstRow.getByText('已退役').waitFor();
+    await screenshot(page, '12-signing-keys-zh');
   });
 
   it('writes and publishes an article with a safe live preview, and /api/articles?lang=en lists it', async () => {
