@@ -251,6 +251,7 @@ describe('admin console in Chromium against the real service', () => {
     await dialog.getByTestId('ver-submit').click();
     const row = page.getByTestId('version-1.3.0');
     await row.getByTestId('scheduled').getByText('Scheduled for').waitFor();
+    await card.getByText('Versions: 2').waitFor();
     await screenshot(page, '04d-version-scheduled');
 
     type Listed = { version: string; publishAt: string | null };

@@ -149,14 +149,20 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
   );
 }
 
-function Versions({ packageId }: { packageId: string }) {
-  const { t, lang } = useI18n();
-  const [editing, setEditing] = useState<Version | null>(null);
-  const [rolloutId, setRolloutId] = useState<string | null>(null);
-  const detail = useQuery({
+/** A package with every version, scheduled ones included (the administrators' read). */
+function usePackageDetail(packageId: string) {
+  const { lang } = useI18n();
+  return useQuery({
     queryKey: [...KEY, packageId, lang],
     queryFn: async () => data(await api.GET('/api/admin/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
   });
+}
+
+function Versions({ packageId }: { packageId: string }) {
+  const { t } = useI18n();
+  const [editing, setEditing] = useState<Version | null>(null);
+  const [rolloutId, setRolloutId] = useState<string | null>(null);
+  const detail = usePackageDetail(packageId);
   const update = useWrite({
     mutationFn: async (args: { id: string; body: { isLatest?: boolean; forceUpdate?: boolean } }) =>
       data(await api.PUT('/api/software/versions/{versionId}', { params: { path: { versionId: args.id } }, body: args.body })),
@@ -255,10 +261,11 @@ function Versions({ packageId }: { packageId: string }) {
   );
 }
 
-type Pkg = { id: string; slug: string; name: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string; _count: { versions: number } };
+type Pkg = { id: string; slug: string; name: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string };
 
 function PackageCard({ pkg }: { pkg: Pkg }) {
   const { t } = useI18n();
+  const detail = usePackageDetail(pkg.id);
   const [renaming, rename] = useDisclosure(false);
   const [adding, add] = useDisclosure(false);
   const update = useWrite({
@@ -279,7 +286,7 @@ function PackageCard({ pkg }: { pkg: Pkg }) {
         <div>
           <Title order={4}>{pkg.name}</Title>
           <Text size="sm" c="dimmed" ff="monospace">
-            {pkg.slug} · {t('versions')}: {pkg._count.versions}
+            {pkg.slug} · {t('versions')}: {detail.data?.versions.length ?? '–'}
           </Text>
         </div>
         <Group gap="xs">
