@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_PASSWORD, getJson, launchBrowser, login, png, screenshot, type Service, startService } from './browser.js';
@@ -387,6 +389,36 @@ describe('admin console in Chromium against the real service', () => {
     await ramp(['End'], 100);
     expect(await offeredTo()).toEqual(devices);
     expect(await offered(130, 'pc-0')).toMatchObject({ hasUpdate: false, downgrade: false });
+  });
+
+  it('shows an automatic halt, with its reason and time, as soon as the service applies it', async () => {
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const row = page.getByTestId('version-1.3.0');
+    await row.getByTestId('open-rollout').click();
+    const panel = page.getByTestId('rollout-panel');
+    await expect.poll(() => panel.getByTestId('rollout-current').textContent()).toBe('100%');
+    expect(await panel.getByTestId('health-quiet').textContent()).toBe('–');
+
+    // The heartbeat history of a bad build, where the service keeps it: six launchers took 1.3.0
+    // twenty minutes ago and fell silent a minute later (the auto-halt rule saved above: > 30 % over ≥ 5 devices).
+    const db = new Database(path.join(service.dir, 'app.db'));
+    const since = Date.now() - 20 * 60_000;
+    const insert = db.prepare('INSERT INTO device_versions (device_id, app_version, first_seen_ms, last_seen_ms, quiet_from_ms) VALUES (?, ?, ?, ?, NULL)');
+    for (let i = 0; i < 6; i++) insert.run(`crashed-${i}`, '1.3.0', since, since + 60_000);
+    db.close();
+
+    // The panel's next health read (every 15 s) applies the halt; the panel and the row follow without a reload.
+    await panel.getByTestId('halted-alert').getByText('quietAfterUpdate 1.000 > maxQuietRate 0.3 over 6 devices').waitFor({ timeout: 30_000 });
+    expect(await panel.getByTestId('rollout-current').textContent()).toBe('0%');
+    expect(await panel.getByTestId('health-quiet').textContent()).toBe('100%');
+    await row.getByText('Halted').waitFor();
+    await panel.getByTestId('halted-alert').scrollIntoViewIfNeeded();
+    await screenshot(page, '04k-auto-halted', { dialog: true });
+    expect(await getJson<{ latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120&deviceId=fleet-0`)).toMatchObject({
+      latest: { version: '1.2.0' },
+    });
   });
 
   it('lists the signing keys with their fingerprints and rotates after a confirmation', async () => {

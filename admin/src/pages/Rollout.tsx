@@ -1,7 +1,7 @@
 import { LineChart } from '@mantine/charts';
 import { Alert, Badge, Button, Card, Group, NumberInput, SimpleGrid, Slider, Stack, Switch, Text, Title } from '@mantine/core';
-import { useQuery } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect, useState } from 'react';
 import { api, data } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { useI18n } from '../i18n';
@@ -81,6 +81,12 @@ export function RolloutPanel({ version }: { version: Version }) {
     success: 'saved',
   });
   const h = health.data;
+  // Reading the health applies a due automatic halt: the versions list then learns of it at once.
+  const queryClient = useQueryClient();
+  const haltedMeanwhile = h !== undefined && h.haltedAt !== version.haltedAt;
+  useEffect(() => {
+    if (haltedMeanwhile) void queryClient.invalidateQueries({ queryKey: KEY, predicate: (query) => query.queryKey[1] !== 'rollout' });
+  }, [haltedMeanwhile, queryClient]);
   const previous = h?.previous ?? null;
   const timeline = (h?.timeline ?? []).map((p) => ({
     at: new Date(p.at).toLocaleString(undefined, { month: 'numeric', day: 'numeric', hour: '2-digit', minute: '2-digit' }),
