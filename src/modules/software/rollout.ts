@@ -14,15 +14,13 @@ type RolloutHealth = Static<typeof RolloutHealthSchema>;
 const MINUTE = 60 * 1000;
 /** A device's first minutes on a version, watched for silences. */
 const WATCHED_MS = 10 * MINUTE;
-/** A silence longer than this in the watched minutes makes a device quiet. */
-const QUIET_MS = 3 * MINUTE;
 const TIMELINE_POINTS = 48;
 /** How often each instance checks the versions that have an automatic halt. */
 export const AUTO_HALT_SWEEP_MS = MINUTE;
 
 /**
  * The share of devices first seen on a version at least 10 minutes ago that went silent on it for more
- * than 3 minutes in their first 10 minutes: between two heartbeats on it, or after their last one on it
+ * than 3 minutes (the offline threshold) in their first 10 minutes: between two heartbeats on it, or after their last one on it
  * (measured up to now). Null while no device qualifies.
  */
 export function quietShare(rows: readonly DeviceVersionRow[], at: number): { rate: number | null; counted: number } {
@@ -30,7 +28,7 @@ export function quietShare(rows: readonly DeviceVersionRow[], at: number): { rat
   const quiet = qualifying.filter(
     (r) =>
       (r.quietFromMs !== null && r.quietFromMs < r.firstSeenMs + WATCHED_MS) ||
-      (r.lastSeenMs < r.firstSeenMs + WATCHED_MS && at - r.lastSeenMs > QUIET_MS),
+      (r.lastSeenMs < r.firstSeenMs + WATCHED_MS && at - r.lastSeenMs > OFFLINE_AFTER_MS),
   );
   return { rate: qualifying.length === 0 ? null : quiet.length / qualifying.length, counted: qualifying.length };
 }

@@ -225,7 +225,7 @@ export class SoftwareService {
       if (await repo.findPackageBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
       await trx.insertInto('softwarePackages').values(row).execute();
     });
-    return toPackage(row, [], lang, 'all', Date.parse(row.createdAt));
+    return toPackage(row, [], lang, 'all', Date.parse(now));
   }
 
   async updatePackage(id: string, body: Static<typeof PackageUpdateBody>, lang: Lang): Promise<Package> {
