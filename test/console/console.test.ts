@@ -33,6 +33,16 @@ async function newPage(locale = 'en-US', timezoneId?: string): Promise<Page> {
   return page;
 }
 
+/** A logged-in page on the software page with the rollout panel of `version` open. */
+async function openRollout(version: string) {
+  const page = await newPage();
+  await login(page, base);
+  await page.getByTestId('nav-software').click();
+  const row = page.getByTestId(`version-${version}`);
+  await row.getByTestId('open-rollout').click();
+  return { page, row, panel: page.getByTestId('rollout-panel') };
+}
+
 describe('admin console in Chromium against the real service', () => {
   it('is served at /admin with the SPA fallback, caching headers and a CSP', async () => {
     const index = await fetch(`${base}/admin/software`);
@@ -176,7 +186,7 @@ describe('admin console in Chromium against the real service', () => {
     expect(before.sha256).toBe(sha256(Buffer.alloc(3 * 1024 * 1024, 7)));
     expect((await fetch(`${base}/api/software/download/${before.id}`)).status).toBe(200);
     expect((await fetch(`${base}/api/software/download/${before.id}?source=launcher`)).status).toBe(200);
-    await expect.poll(async () => (await versionOf())?.downloadCount).toBe(2);
+    await expect.poll(async () => (await versionOf())?.downloadCount, { timeout: 10_000 }).toBe(2);
 
     const page = await newPage();
     await login(page, base);
@@ -216,7 +226,7 @@ describe('admin console in Chromium against the real service', () => {
     type Release = { id: string; version: string; changelogEn: string; downloadType: string; externalUrl: string | null; sha256: string | null; downloadCount: number };
     const releaseOf = async () => (await getJson<Release[]>(`${base}/api/releases`)).find((r) => r.version === '1.0.0')!;
     expect((await fetch(`${base}/api/download/${(await releaseOf()).id}`)).status).toBe(200);
-    await expect.poll(async () => (await releaseOf()).downloadCount).toBe(1);
+    await expect.poll(async () => (await releaseOf()).downloadCount, { timeout: 10_000 }).toBe(1);
     await page.getByTestId('nav-addons').click();
     await page.getByText('Better Bags').click();
     const release = page.getByTestId('release-1.0.0');
@@ -323,12 +333,7 @@ describe('admin console in Chromium against the real service', () => {
       expect(beat.status).toBe(200);
     }
 
-    const page = await newPage();
-    await login(page, base);
-    await page.getByTestId('nav-software').click();
-    const row = page.getByTestId('version-1.3.0');
-    await row.getByTestId('open-rollout').click();
-    const panel = page.getByTestId('rollout-panel');
+    const { page, row, panel } = await openRollout('1.3.0');
     await expect.poll(() => panel.getByTestId('health-devices').textContent(), { timeout: 10_000 }).toBe('6');
     expect(await panel.getByTestId('health-online').textContent()).toBe('6');
     await panel.getByText('Devices on the previous version (1.2.0)').waitFor();
@@ -342,7 +347,7 @@ describe('admin console in Chromium against the real service', () => {
       for (const key of presses) await slider.press(key);
       await panel.getByTestId('rollout-apply').getByText(`${percent}%`).waitFor();
       await panel.getByTestId('rollout-apply').click();
-      await expect.poll(() => panel.getByTestId('rollout-current').textContent()).toBe(`${percent}%`);
+      await panel.getByTestId('rollout-current').filter({ hasText: new RegExp(`^${percent}%$`) }).waitFor();
     };
     await ramp(['Home', ...Array<string>(10).fill('ArrowRight')], 10);
     const at10 = await offeredTo();
@@ -362,12 +367,12 @@ describe('admin console in Chromium against the real service', () => {
     await panel.getByLabel('Devices counted at least').fill('5');
     await panel.getByTestId('auto-halt-save').click();
     await expect
-      .poll(async () => (await getJson<{ versions: { version: string; autoHalt: unknown }[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.version === '1.3.0')?.autoHalt)
+      .poll(async () => (await getJson<{ versions: { version: string; autoHalt: unknown }[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.version === '1.3.0')?.autoHalt, { timeout: 10_000 })
       .toEqual({ maxQuietRate: 0.3, minDevices: 5 });
 
     // Halt: nobody new is offered 1.3.0; a launcher already on it is not sent back.
     await panel.getByTestId('rollout-halt').click();
-    await expect.poll(() => panel.getByTestId('rollout-current').textContent()).toBe('0%');
+    await panel.getByTestId('rollout-current').filter({ hasText: /^0%$/ }).waitFor();
     expect(await offeredTo()).toEqual([]);
     expect(await offered(130, at10[0]!)).toMatchObject({ hasUpdate: false, downgrade: false });
     await row.getByText('Halted').waitFor();
@@ -392,13 +397,8 @@ describe('admin console in Chromium against the real service', () => {
   });
 
   it('shows an automatic halt, with its reason and time, as soon as the service applies it', async () => {
-    const page = await newPage();
-    await login(page, base);
-    await page.getByTestId('nav-software').click();
-    const row = page.getByTestId('version-1.3.0');
-    await row.getByTestId('open-rollout').click();
-    const panel = page.getByTestId('rollout-panel');
-    await expect.poll(() => panel.getByTestId('rollout-current').textContent()).toBe('100%');
+    const { page, row, panel } = await openRollout('1.3.0');
+    await panel.getByTestId('rollout-current').filter({ hasText: /^100%$/ }).waitFor();
     expect(await panel.getByTestId('health-quiet').textContent()).toBe('–');
 
     // The heartbeat history of a bad build, where the service keeps it: six launchers took 1.3.0
