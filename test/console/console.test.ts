@@ -33,9 +33,9 @@ async function newPage(locale = 'en-US', timezoneId?: string): Promise<Page> {
   return page;
 }
 
-/** A logged-in page on the software page with the rollout panel of `version` open. */
-async function openRollout(version: string) {
-  const page = await newPage();
+/** A logged-in page (browser language `locale`) on the software page with the rollout panel of `version` open. */
+async function openRollout(version: string, locale?: string) {
+  const page = await newPage(locale);
   await login(page, base);
   await page.getByTestId('nav-software').click();
   const row = page.getByTestId(`version-${version}`);
@@ -397,7 +397,8 @@ describe('admin console in Chromium against the real service', () => {
   });
 
   it('shows an automatic halt, with its reason and time, as soon as the service applies it', async () => {
-    const { page, row, panel } = await openRollout('1.3.0');
+    // In Chinese: the operator's language around the service's (English) halt reason.
+    const { page, row, panel } = await openRollout('1.3.0', 'zh-CN');
     await panel.getByTestId('rollout-current').filter({ hasText: /^100%$/ }).waitFor();
     expect(await panel.getByTestId('health-quiet').textContent()).toBe('–');
 
@@ -413,9 +414,10 @@ describe('admin console in Chromium against the real service', () => {
     await panel.getByTestId('halted-alert').getByText('quietAfterUpdate 1.000 > maxQuietRate 0.3 over 6 devices').waitFor({ timeout: 30_000 });
     expect(await panel.getByTestId('rollout-current').textContent()).toBe('0%');
     expect(await panel.getByTestId('health-quiet').textContent()).toBe('100%');
-    await row.getByText('Halted').waitFor();
+    await panel.getByText('已于').waitFor();
+    await row.getByText('已暂停').waitFor();
     await panel.getByTestId('halted-alert').scrollIntoViewIfNeeded();
-    await screenshot(page, '04k-auto-halted', { dialog: true });
+    await screenshot(page, '04k-auto-halted-zh', { dialog: true });
     expect(await getJson<{ latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120&deviceId=fleet-0`)).toMatchObject({
       latest: { version: '1.2.0' },
     });
