@@ -5,30 +5,24 @@ import { api, type ScenarioProvider, uploadFile } from './lib.js';
 export const scenarios: ScenarioProvider = async (target) => {
   const slug = 'app-launcher';
   const file = await uploadFile(target, 'launcher-setup.exe', randomBytes(64 * 1024));
-  const pkg = await api<{ id: string }>(target, 'POST', '/api/software', { slug, name: '启动器', nameEn: 'Launcher' });
-  for (let code = 100; code <= 120; code += 1) {
-    await api(target, 'POST', `/api/software/${pkg.id}/versions`, {
-      version: `1.0.${code}`,
-      versionCode: code,
-      changelog: `第 ${code} 版：修复若干问题，提升下载速度。`,
-      changelogEn: `Build ${code}: fixes and faster downloads.`,
-      filePath: file.filePath,
-      forceUpdate: code % 5 === 0,
-    });
-  }
+  /** Versions 100–120 of a new package; the latest (120) at `latestPercent`. */
+  const seed = async (packageSlug: string, latestPercent: number) => {
+    const pkg = await api<{ id: string }>(target, 'POST', '/api/software', { slug: packageSlug, name: '启动器' });
+    for (let code = 100; code <= 120; code += 1) {
+      await api(target, 'POST', `/api/software/${pkg.id}/versions`, {
+        version: `1.0.${code}`,
+        versionCode: code,
+        changelog: `第 ${code} 版：修复若干问题，提升下载速度。`,
+        changelogEn: `Build ${code}: fixes and faster downloads.`,
+        filePath: file.filePath,
+        forceUpdate: code % 5 === 0,
+        rolloutPercent: code === 120 ? latestPercent : 100,
+      });
+    }
+  };
+  await seed(slug, 100);
   // The same versions in a second package whose latest is at a 20% staged rollout.
-  const staged = await api<{ id: string }>(target, 'POST', '/api/software', { slug: 'staged', name: '分阶段' });
-  for (let code = 100; code <= 120; code += 1) {
-    await api(target, 'POST', `/api/software/${staged.id}/versions`, {
-      version: `1.0.${code}`,
-      versionCode: code,
-      changelog: `第 ${code} 版：修复若干问题，提升下载速度。`,
-      changelogEn: `Build ${code}: fixes and faster downloads.`,
-      filePath: file.filePath,
-      forceUpdate: code % 5 === 0,
-      rolloutPercent: code === 120 ? 20 : 100,
-    });
-  }
+  await seed('staged', 20);
   // Both built per request by the load generator (which costs it CPU on the same machine): the
   // plain one varies a parameter the service ignores, the staged one the deviceId of 10,000 launchers.
   const plainPath = (n: number) => `/api/software/check-update?slug=${slug}&versionCode=110&lang=en&n=${n % 10_000}`;

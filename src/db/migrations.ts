@@ -256,6 +256,8 @@ const m003ReleaseSafety: Migration = {
   async up(db: Kysely<unknown>) {
     for (const table of ['software_versions', 'releases', 'articles']) {
       await db.schema.alterTable(table).addColumn('publish_at', 'text').execute();
+      // Every write looks up the next scheduled time (the caches expire then).
+      await db.schema.createIndex(`${table}_publish_at_idx`).on(table).column('publish_at').execute();
     }
     await db.schema
       .alterTable('software_versions')
