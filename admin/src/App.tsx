@@ -13,6 +13,7 @@ import { DashboardPage } from './pages/Dashboard';
 import { DevicesPage } from './pages/Devices';
 import { GalleryPage } from './pages/Gallery';
 import { LoginPage } from './pages/Login';
+import { SigningKeysPage } from './pages/SigningKeys';
 import { SoftwarePage } from './pages/Software';
 import { useLink, useRouter } from './router';
 
@@ -41,6 +42,7 @@ const NAV: { to: string; label: MessageKey }[] = [
   { to: '/banners', label: 'banners' },
   { to: '/gallery', label: 'gallery' },
   { to: '/devices', label: 'devices' },
+  { to: '/signing-keys', label: 'signingKeys' },
   { to: '/account', label: 'account' },
 ];
 
@@ -87,6 +89,7 @@ function Page({ route }: { route: string }) {
   if (route === '/banners') return <BannersPage />;
   if (route === '/gallery') return <GalleryPage />;
   if (route === '/devices') return <DevicesPage />;
+  if (route === '/signing-keys') return <SigningKeysPage />;
   if (route === '/account') return <AccountPage />;
   return <DashboardPage />;
 }

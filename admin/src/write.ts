@@ -32,3 +32,12 @@ export function useWrite<TData, TVariables = void>({
     onError: (error) => notifyError(error, t),
   });
 }
+
+/** The fields of `next` that differ from `before`: an update sends only what the operator changed (counters and the rest stay). */
+export function changedFields<T extends object>(before: T, next: T): Partial<T> {
+  const changed: Partial<T> = {};
+  for (const key of Object.keys(next) as (keyof T)[]) {
+    if (JSON.stringify(next[key]) !== JSON.stringify(before[key])) changed[key] = next[key];
+  }
+  return changed;
+}

@@ -59,7 +59,8 @@ export async function screenshot(page: Page, name: string, options: { dialog?: b
   if (!options.dialog) await page.getByRole('dialog').waitFor({ state: 'detached' });
   fs.mkdirSync(SHOTS, { recursive: true });
   const file = path.join(SHOTS, `console-${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  // Transitions (a dialog fading in, a progress bar filling) are finished first: the picture shows the settled page.
+  await page.screenshot({ path: file, fullPage: true, animations: 'disabled' });
   return file;
 }
 

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -29,12 +32,24 @@ afterAll(async () => {
   await service?.stop();
 });
 
+const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
 /** A fresh browser profile (no cookies) whose preferred language is `locale`. */
-async function newPage(locale = 'en-US'): Promise<Page> {
-  context = await browser.newContext({ locale, viewport: { width: 1366, height: 900 } });
+async function newPage(locale = 'en-US', timezoneId?: string): Promise<Page> {
+  context = await browser.newContext({ locale, timezoneId, viewport: { width: 1366, height: 900 } });
   const page = await context.newPage();
   page.on('pageerror', (error) => console.error('page error:', error.message));
   return page;
+}
+
+/** A logged-in page (browser language `locale`) on the software page with the rollout panel of `version` open. */
+async function openRollout(version: string, locale?: string) {
+  const page = await newPage(locale);
+  await login(page, base);
+  await page.getByTestId('nav-software').click();
+  const row = page.getByTestId(`version-${version}`);
+  await row.getByTestId('open-rollout').click();
+  return { page, row, panel: page.getByTestId('rollout-panel') };
 }
 
 describe('admin console in Chromium against the real service', () => {
@@ -192,6 +207,280 @@ describe('admin console in Chromium against the real service', () => {
     expect(addon!.releases.map((r) => r.version)).toEqual(['1.0.0']);
     expect(addon!.screenshots).toHaveLength(1);
     expect(addon!.iconUrl).toMatch(/^\/uploads\//);
+  });
+
+  it('corrects every field of a published version and release, keeping their counters, with sha256 shown', async () => {
+    type Version = { id: string; version: string; versionCode: number; changelogEn: string; minVersion: string | null; forceUpdate: boolean; sha256: string | null; downloadCount: number; launcherDownloadCount: number };
+    const versionOf = async () => (await getJson<{ versions: Version[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.versionCode === 120);
+    const before = (await versionOf())!;
+    expect(before.sha256).toBe(sha256(Buffer.alloc(3 * 1024 * 1024, 7)));
+    expect((await fetch(`${base}/api/software/download/${before.id}`)).status).toBe(200);
+    expect((await fetch(`${base}/api/software/download/${before.id}?source=launcher`)).status).toBe(200);
+    await expect.poll(async () => (await versionOf())?.downloadCount, { timeout: 10_000 }).toBe(2);
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const row = page.getByTestId('version-1.2.0');
+    await row.getByTestId('sha256').getByText(before.sha256!.slice(0, 12)).waitFor();
+    await row.getByTestId('edit-version').click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByTestId('current-file').getByText(before.sha256!).waitFor();
+    await dialog.getByTestId('ver-changelog-en').fill('Fixed several bugs and a crash on start');
+    await dialog.getByTestId('ver-min-version').fill('1.0.0');
+    await dialog.getByTestId('ver-force').click({ force: true });
+    const fixed = Buffer.alloc(2 * 1024 * 1024, 9);
+    await dialog.getByTestId('file-input').setInputFiles({ name: 'launcher-setup-fixed.exe', mimeType: 'application/octet-stream', buffer: fixed });
+    await dialog.getByText(`SHA-256 ${sha256(fixed)}`).waitFor();
+    expect(await dialog.getByTestId('current-file').count()).toBe(0);
+    await screenshot(page, '04a-version-edit', { dialog: true });
+    await dialog.getByTestId('ver-submit').click();
+    await row.getByTestId('sha256').getByText(sha256(fixed).slice(0, 12)).waitFor();
+    expect(await row.getByTestId('downloads').textContent()).toBe('2');
+    expect(await row.getByTestId('launcher-downloads').textContent()).toBe('1');
+    await screenshot(page, '04b-version-edited');
+
+    expect(await versionOf()).toMatchObject({
+      id: before.id,
+      changelogEn: 'Fixed several bugs and a crash on start',
+      minVersion: '1.0.0',
+      forceUpdate: true,
+      sha256: sha256(fixed),
+      downloadCount: 2,
+      launcherDownloadCount: 1,
+    });
+    const update = await getJson<{ forceUpdate: boolean; latest: { sha256: string; fileSize: number } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=100`);
+    expect(update).toMatchObject({ forceUpdate: true, latest: { sha256: sha256(fixed), fileSize: fixed.length } });
+
+    // A release: its changelog and its source (file → external link) change; its downloads stay.
+    type Release = { id: string; version: string; changelogEn: string; downloadType: string; externalUrl: string | null; sha256: string | null; downloadCount: number };
+    const releaseOf = async () => (await getJson<Release[]>(`${base}/api/releases`)).find((r) => r.version === '1.0.0')!;
+    expect((await fetch(`${base}/api/download/${(await releaseOf()).id}`)).status).toBe(200);
+    await expect.poll(async () => (await releaseOf()).downloadCount, { timeout: 10_000 }).toBe(1);
+    await page.getByTestId('nav-addons').click();
+    await page.getByText('Better Bags').click();
+    const release = page.getByTestId('release-1.0.0');
+    await release.getByTestId('sha256').getByText(sha256(Buffer.alloc(200_000, 1)).slice(0, 12)).waitFor();
+    await release.getByTestId('edit-release').click();
+    await dialog.getByTestId('rel-version').fill('1.0.1');
+    await dialog.getByTestId('rel-changelog-en').fill('First release, mirrored');
+    await dialog.getByTestId('source-type').getByText('External URL').click();
+    await dialog.getByTestId('external-url').fill('https://mirror.example.com/better-bags-1.0.1.zip');
+    await dialog.getByTestId('rel-submit').click();
+    await page.getByTestId('release-1.0.1').getByText('URL', { exact: true }).waitFor();
+    expect(await page.getByTestId('release-1.0.1').getByTestId('downloads').textContent()).toBe('1');
+    expect(await getJson<Release[]>(`${base}/api/releases`)).toContainEqual(
+      // The link names no stored file: the old file's hash is not kept.
+      expect.objectContaining({ version: '1.0.1', changelogEn: 'First release, mirrored', downloadType: 'url', externalUrl: 'https://mirror.example.com/better-bags-1.0.1.zip', sha256: null, downloadCount: 1 }),
+    );
+  });
+
+  it('schedules a version, a release and an article: marked as scheduled, hidden from the public until published', async () => {
+    // The browser is in Shanghai (UTC+8): the operator types local times, the API gets UTC.
+    const page = await newPage('en-US', 'Asia/Shanghai');
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const card = page.getByTestId('package-app-launcher');
+    await card.getByTestId('new-version').click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByTestId('ver-version').fill('1.3.0');
+    await dialog.getByTestId('ver-code').fill('130');
+    await dialog.getByTestId('file-input').setInputFiles({ name: 'launcher-1.3.0.exe', mimeType: 'application/octet-stream', buffer: Buffer.alloc(100_000, 3) });
+    await dialog.getByText(/Uploaded: launcher-1\.3\.0\.exe/).waitFor();
+    await dialog.getByTestId('ver-changelog-en').fill('Season two');
+    await dialog.getByTestId('publish-at').fill('2099-01-02T20:30');
+    await screenshot(page, '04c-version-schedule', { dialog: true });
+    await dialog.getByTestId('ver-submit').click();
+    const row = page.getByTestId('version-1.3.0');
+    await row.getByTestId('scheduled').getByText('Scheduled for').waitFor();
+    await card.getByText('Versions: 2').waitFor();
+    await screenshot(page, '04d-version-scheduled');
+
+    type Listed = { version: string; publishAt: string | null };
+    // The administrator's read (with the page's session cookie) lists scheduled rows.
+    const versions = (await (await page.request.get(`${base}/api/admin/software/app-launcher`)).json()) as { versions: Listed[] };
+    expect(versions.versions.find((v) => v.version === '1.3.0')?.publishAt).toBe('2099-01-02T12:30:00.000Z');
+    expect((await getJson<{ versions: Listed[] }>(`${base}/api/software/app-launcher`)).versions.map((v) => v.version)).toEqual(['1.2.0']);
+    const hidden = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120`);
+    expect(hidden).toMatchObject({ hasUpdate: false, latest: { version: '1.2.0' } });
+
+    // Publishing now: the date is cleared, the badge goes, launchers are offered it.
+    await row.getByTestId('edit-version').click();
+    expect(await dialog.getByTestId('publish-at').inputValue()).toBe('2099-01-02T20:30');
+    await dialog.getByTestId('publish-at').fill('');
+    await dialog.getByTestId('ver-submit').click();
+    await row.getByTestId('scheduled').waitFor({ state: 'detached' });
+    const offered = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120`);
+    expect(offered).toMatchObject({ hasUpdate: true, latest: { version: '1.3.0' } });
+
+    // A release scheduled on the addon page.
+    await page.getByTestId('nav-addons').click();
+    await page.getByText('Better Bags').click();
+    await page.getByTestId('new-release').click();
+    await dialog.getByTestId('rel-version').fill('2.0.0');
+    await dialog.getByTestId('file-input').setInputFiles({ name: 'better-bags-2.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(1000, 2) });
+    await dialog.getByText(/Uploaded: better-bags-2\.0\.0\.zip/).waitFor();
+    await dialog.getByTestId('publish-at').fill('2099-03-04T08:00');
+    await dialog.getByTestId('rel-submit').click();
+    await page.getByTestId('release-2.0.0').getByTestId('scheduled').waitFor();
+    await screenshot(page, '04e-release-scheduled');
+    expect((await getJson<{ version: string }[]>(`${base}/api/releases`)).map((r) => r.version)).not.toContain('2.0.0');
+
+    // An article scheduled from its editor.
+    await page.getByTestId('nav-articles').click();
+    await page.getByTestId('new-article').click();
+    await dialog.getByTestId('article-slug').fill('season-three');
+    await dialog.getByTestId('article-title-zh').fill('第三赛季');
+    await dialog.getByTestId('publish-at').fill('2099-05-06T10:00');
+    await dialog.getByTestId('article-submit').click();
+    await page.getByTestId('articles').getByText('第三赛季').waitFor();
+    await page.getByTestId('articles').getByTestId('scheduled').waitFor();
+    await screenshot(page, '04f-article-scheduled');
+    expect((await getJson<{ slug: string }[]>(`${base}/api/articles`)).map((a) => a.slug)).not.toContain('season-three');
+  });
+
+  it('ramps a version with the slider, halts it, revokes it with a confirmation: check-update follows each step', async () => {
+    const pkg = await getJson<{ versions: { id: string; version: string }[] }>(`${base}/api/software/app-launcher`);
+    const v130 = pkg.versions.find((v) => v.version === '1.3.0')!;
+    // The bucket rule of the specification, computed here independently of the service.
+    const bucket = (deviceId: string) => createHash('sha256').update(`${v130.id}:${deviceId}`).digest().readUInt32BE(0) % 100;
+    const devices = Array.from({ length: 200 }, (_, i) => `fleet-${i}`);
+    const offered = async (versionCode: number, deviceId: string) =>
+      getJson<{ hasUpdate: boolean; forceUpdate: boolean; downgrade: boolean; latest: { version: string } }>(
+        `${base}/api/software/check-update?slug=app-launcher&versionCode=${versionCode}&deviceId=${deviceId}`,
+      );
+    const offeredTo = async () => {
+      const answers = await Promise.all(devices.map((d) => offered(120, d)));
+      return devices.filter((_, i) => answers[i]!.latest.version === '1.3.0');
+    };
+    // A fleet: six launchers already on 1.3.0, four still on 1.2.0.
+    for (const [i, appVersion] of ['1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.2.0', '1.2.0', '1.2.0', '1.2.0'].entries()) {
+      const beat = await fetch(`${base}/api/launcher/heartbeat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ deviceId: `pc-${i}`, os: 'Windows', osVersion: '11', appVersion }),
+      });
+      expect(beat.status).toBe(200);
+    }
+
+    const { page, row, panel } = await openRollout('1.3.0');
+    await expect.poll(() => panel.getByTestId('health-devices').textContent(), { timeout: 10_000 }).toBe('6');
+    expect(await panel.getByTestId('health-online').textContent()).toBe('6');
+    await panel.getByText('Devices on the previous version (1.2.0)').waitFor();
+    expect(await panel.getByTestId('health-previous-devices').textContent()).toBe('4');
+    await panel.locator('.recharts-line').first().waitFor();
+    await screenshot(page, '04g-rollout-health', { dialog: true });
+
+    const slider = panel.getByRole('slider');
+    const ramp = async (presses: string[], percent: number) => {
+      await slider.focus();
+      for (const key of presses) await slider.press(key);
+      await panel.getByTestId('rollout-apply').getByText(`${percent}%`).waitFor();
+      await panel.getByTestId('rollout-apply').click();
+      await panel.getByTestId('rollout-current').filter({ hasText: new RegExp(`^${percent}%$`) }).waitFor();
+    };
+    await ramp(['Home', ...Array<string>(10).fill('ArrowRight')], 10);
+    const at10 = await offeredTo();
+    expect(at10).toEqual(devices.filter((d) => bucket(d) < 10));
+    expect(at10.length).toBeGreaterThan(5);
+    await row.getByText('10%').waitFor();
+
+    await ramp(Array<string>(40).fill('ArrowRight'), 50);
+    const at50 = await offeredTo();
+    expect(at50).toEqual(devices.filter((d) => bucket(d) < 50));
+    expect(at50).toEqual(expect.arrayContaining(at10));
+    await screenshot(page, '04h-rollout-50', { dialog: true });
+
+    // The automatic halt's thresholds are saved on the version.
+    await panel.getByTestId('auto-halt').click({ force: true });
+    await panel.getByLabel('Quiet after update above').fill('30');
+    await panel.getByLabel('Devices counted at least').fill('5');
+    await panel.getByTestId('auto-halt-save').click();
+    await expect
+      .poll(async () => (await getJson<{ versions: { version: string; autoHalt: unknown }[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.version === '1.3.0')?.autoHalt, { timeout: 10_000 })
+      .toEqual({ maxQuietRate: 0.3, minDevices: 5 });
+
+    // Halt: nobody new is offered 1.3.0; a launcher already on it is not sent back.
+    await panel.getByTestId('rollout-halt').click();
+    await panel.getByTestId('rollout-current').filter({ hasText: /^0%$/ }).waitFor();
+    expect(await offeredTo()).toEqual([]);
+    expect(await offered(130, at10[0]!)).toMatchObject({ hasUpdate: false, downgrade: false });
+    await row.getByText('Halted').waitFor();
+
+    // Revoke (after a confirmation): a launcher on 1.3.0 is told to go back to 1.2.0.
+    await panel.getByTestId('revoke-version').click();
+    await page.getByText(/Revoke 1\.3\.0\?/).waitFor();
+    await screenshot(page, '04i-revoke-confirm', { dialog: true });
+    await page.getByTestId('confirm-yes').click();
+    await panel.getByTestId('revoked-alert').scrollIntoViewIfNeeded();
+    expect(await offered(130, 'pc-0')).toMatchObject({ hasUpdate: true, forceUpdate: true, downgrade: true, latest: { version: '1.2.0' } });
+    expect((await fetch(`${base}/api/software/download/${v130.id}`)).status).toBe(410);
+    await screenshot(page, '04j-revoked', { dialog: true });
+
+    // Unrevoke and ramp to everyone: every launcher is offered 1.3.0 again.
+    await panel.getByTestId('unrevoke-version').click();
+    await page.getByTestId('confirm-yes').click();
+    await panel.getByTestId('revoked-alert').waitFor({ state: 'detached' });
+    await ramp(['End'], 100);
+    expect(await offeredTo()).toEqual(devices);
+    expect(await offered(130, 'pc-0')).toMatchObject({ hasUpdate: false, downgrade: false });
+  });
+
+  it('shows an automatic halt, with its reason and time, as soon as the service applies it', async () => {
+    // In Chinese: the operator's language around the service's (English) halt reason.
+    const { page, row, panel } = await openRollout('1.3.0', 'zh-CN');
+    await panel.getByTestId('rollout-current').filter({ hasText: /^100%$/ }).waitFor();
+    expect(await panel.getByTestId('health-quiet').textContent()).toBe('–');
+
+    // The heartbeat history of a bad build, where the service keeps it: six launchers took 1.3.0
+    // twenty minutes ago and fell silent a minute later (the auto-halt rule saved above: > 30 % over ≥ 5 devices).
+    const db = new Database(path.join(service.dir, 'app.db'));
+    const since = Date.now() - 20 * 60_000;
+    const insert = db.prepare('INSERT INTO device_versions (device_id, app_version, first_seen_ms, last_seen_ms, quiet_from_ms) VALUES (?, ?, ?, ?, NULL)');
+    for (let i = 0; i < 6; i++) insert.run(`crashed-${i}`, '1.3.0', since, since + 60_000);
+    db.close();
+
+    // The panel's next health read (every 15 s) applies the halt; the panel and the row follow without a reload.
+    await panel.getByTestId('halted-alert').getByText('quietAfterUpdate 1.000 > maxQuietRate 0.3 over 6 devices').waitFor({ timeout: 30_000 });
+    expect(await panel.getByTestId('rollout-current').textContent()).toBe('0%');
+    expect(await panel.getByTestId('health-quiet').textContent()).toBe('100%');
+    await panel.getByText('已于').waitFor();
+    await row.getByText('已暂停').waitFor();
+    await panel.getByTestId('halted-alert').scrollIntoViewIfNeeded();
+    await screenshot(page, '04k-auto-halted-zh', { dialog: true });
+    expect(await getJson<{ latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120&deviceId=fleet-0`)).toMatchObject({
+      latest: { version: '1.2.0' },
+    });
+  });
+
+  it('lists the signing keys with their fingerprints and rotates after a confirmation', async () => {
+    type Key = { keyId: string; publicKey: string; status: string; endorsement: { keyId: string; signature: string } | null };
+    const fingerprint = (key: Key) => sha256(Buffer.from(key.publicKey, 'base64')).match(/.{4}/g)!.join(' ');
+    const [first] = await getJson<Key[]>(`${base}/api/signing-keys`);
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-signing-keys').click();
+    const firstRow = page.getByTestId(`key-${first!.keyId}`);
+    await firstRow.getByTestId('fingerprint').getByText(fingerprint(first!)).waitFor();
+    await firstRow.getByText('Active').waitFor();
+
+    await page.getByTestId('rotate-key').click();
+    await page.getByText(/Create a new signing key\?/).waitFor();
+    await screenshot(page, '11-rotate-confirm', { dialog: true });
+    await page.getByTestId('confirm-yes').click();
+    await firstRow.getByText('Retired').waitFor();
+    const keys = await getJson<Key[]>(`${base}/api/signing-keys`);
+    expect(keys).toHaveLength(2);
+    const next = keys.find((k) => k.keyId !== first!.keyId)!;
+    expect(next).toMatchObject({ status: 'active', endorsement: { keyId: first!.keyId } });
+    const nextRow = page.getByTestId(`key-${next.keyId}`);
+    await nextRow.getByTestId('fingerprint').getByText(fingerprint(next)).waitFor();
+    await nextRow.getByText(`signed by ${first!.keyId}`).waitFor();
+    await screenshot(page, '12-signing-keys');
+    await page.getByTestId('lang-switch').getByText('中文').click();
+    await nextRow.getByText(`由 ${first!.keyId} 签名`).waitFor();
+    await firstRow.getByText('已退役').waitFor();
+    await screenshot(page, '12-signing-keys-zh');
   });
 
   it('writes and publishes an article with a safe live preview, and /api/articles?lang=en lists it', async () => {

@@ -31,6 +31,7 @@ export interface Release {
   isLatest: boolean;
   wowVersion: string;
   createdAt: string;
+  publishAt: string | null;
   lang?: Lang;
 }
 
@@ -72,6 +73,7 @@ export interface Article {
   contentEn: string;
   coverImage: string;
   published: boolean;
+  publishAt: string | null;
   createdAt: string;
   updatedAt: string;
   lang: Lang;
@@ -121,6 +123,7 @@ export interface ReleaseWrite {
   externalUrl?: string | null;
   gameVersion?: string;
   isLatest?: boolean;
+  publishAt?: string | null;
 }
 
 export interface ArticleWrite {
@@ -133,6 +136,7 @@ export interface ArticleWrite {
   contentEn?: string;
   coverImage?: string;
   published?: boolean;
+  publishAt?: string | null;
 }
 
 export interface BannerWrite {

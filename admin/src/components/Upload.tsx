@@ -1,5 +1,5 @@
 import type React from 'react';
-import { Button, FileButton, Group, Image, Progress, Stack, Text } from '@mantine/core';
+import { Button, CopyButton, FileButton, Group, Image, Progress, Stack, Text, Tooltip } from '@mantine/core';
 import { useState } from 'react';
 import { type UploadResult, uploadFile } from '../api/upload';
 import { notifyError } from '../errors';
@@ -15,6 +15,23 @@ export function formatBytes(bytes: number): string {
     unit++;
   }
   return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** A file's SHA-256: in full, or its first 12 hex digits (`short`); a click copies the whole value. */
+export function Sha256({ value, short = false }: { value: string | null | undefined; short?: boolean }) {
+  const { t } = useI18n();
+  if (!value) return <Text size="xs" c="dimmed">–</Text>;
+  return (
+    <CopyButton value={value}>
+      {({ copied, copy }) => (
+        <Tooltip label={copied ? t('copied') : value} withArrow>
+          <Text size="xs" ff="monospace" c="dimmed" style={{ cursor: 'pointer', ...(short ? { whiteSpace: 'nowrap' } : { wordBreak: 'break-all' }) }} onClick={copy} data-testid="sha256">
+            {short ? `${value.slice(0, 12)}…` : `SHA-256 ${value}`}
+          </Text>
+        </Tooltip>
+      )}
+    </CopyButton>
+  );
 }
 
 /** Choose a file, upload it with a progress bar, and hand the stored file to `onUploaded`. */
@@ -63,6 +80,7 @@ export function UploadButton({
           </Text>
         )}
       </Group>
+      {done !== null && <Sha256 value={done.sha256} />}
       {progress !== null && (
         <Progress value={Math.round(progress * 100)} size="lg" animated={done === null} data-testid="upload-progress" aria-label={t('uploading')} />
       )}

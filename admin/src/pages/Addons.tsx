@@ -21,16 +21,17 @@ import {
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data } from '../api/client';
+import { api, data, type Paths } from '../api/client';
 import type { Addon, AddonWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
-import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
+import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
 import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
-import { ImageField, UploadButton } from '../components/Upload';
+import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
+import { formatBytes, ImageField, Sha256, UploadButton } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { useLink, useRouter } from '../router';
-import { useWrite } from '../write';
+import { changedFields, useWrite } from '../write';
 
 const KEY = ['addons'] as const;
 const CATEGORIES = ['general', 'ui', 'quest', 'combat'];
@@ -174,38 +175,80 @@ export function AddonsPage() {
   );
 }
 
-function ReleaseForm({ addonId, onDone }: { addonId: string; onDone: () => void }) {
+type Release = Paths['/api/admin/addons/{idOrSlug}']['get']['responses'][200]['content']['application/json']['releases'][number];
+
+interface ReleaseFormValue {
+  version: string;
+  gameVersion: string;
+  changelogZh: string;
+  changelogEn: string;
+  source: FileSourceValue;
+  publishAt: string | null;
+}
+
+const emptyRelease: ReleaseFormValue = { version: '', gameVersion: '1.18', changelogZh: '', changelogEn: '', source: emptySource, publishAt: null };
+
+function releaseForm(r: Release): ReleaseFormValue {
+  return {
+    version: r.version,
+    gameVersion: r.gameVersion,
+    changelogZh: r.changelogZh,
+    changelogEn: r.changelogEn,
+    source: storedSource(r),
+    publishAt: r.publishAt,
+  };
+}
+
+function releaseBody(v: ReleaseFormValue) {
+  return {
+    version: v.version,
+    gameVersion: v.gameVersion,
+    changelogZh: v.changelogZh,
+    changelogEn: v.changelogEn,
+    ...sourceBody(v.source),
+    publishAt: v.publishAt,
+  };
+}
+
+/** Publishes a new release, or (`editing`) corrects any field of one: only the changed fields are sent, so its downloads stay. */
+function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: Release; onDone: () => void }) {
   const { t } = useI18n();
-  const [version, setVersion] = useState('');
-  const [gameVersion, setGameVersion] = useState('1.18');
-  const [changelogZh, setChangelogZh] = useState('');
-  const [changelogEn, setChangelogEn] = useState('');
-  const [source, setSource] = useState(emptySource);
-  const create = useWrite({
+  const initial = editing === undefined ? emptyRelease : releaseForm(editing);
+  const [value, setValue] = useState(initial);
+  const set = <K extends keyof ReleaseFormValue>(key: K, next: ReleaseFormValue[K]) => setValue({ ...value, [key]: next });
+  const save = useWrite({
     mutationFn: async () =>
-      data(await api.POST('/api/releases', { body: { addonId, version, gameVersion, changelogZh, changelogEn, ...sourceBody(source) } })),
+      editing === undefined
+        ? data(await api.POST('/api/releases', { body: { addonId, ...releaseBody(value) } }))
+        : data(
+            await api.PUT('/api/releases/{id}', {
+              params: { path: { id: editing.id } },
+              body: changedFields(releaseBody(initial), releaseBody(value)),
+            }),
+          ),
     invalidate: KEY,
-    success: 'created',
+    success: editing === undefined ? 'created' : 'saved',
     onDone,
   });
   return (
     <form
       onSubmit={(e) => {
         e.preventDefault();
-        if (!sourceReady(source)) return notifyError(new Error(t('fileRequired')), t);
-        create.mutate();
+        if (!sourceReady(value.source)) return notifyError(new Error(t('fileRequired')), t);
+        save.mutate();
       }}
     >
       <Stack>
         <Group grow>
-          <TextInput label={t('version')} value={version} onChange={(e) => setVersion(e.currentTarget.value)} required data-testid="rel-version" />
-          <TextInput label={t('gameVersion')} value={gameVersion} onChange={(e) => setGameVersion(e.currentTarget.value)} data-testid="rel-game-version" />
+          <TextInput label={t('version')} value={value.version} onChange={(e) => set('version', e.currentTarget.value)} required data-testid="rel-version" />
+          <TextInput label={t('gameVersion')} value={value.gameVersion} onChange={(e) => set('gameVersion', e.currentTarget.value)} data-testid="rel-game-version" />
         </Group>
-        <FileSource value={source} onChange={setSource} />
-        <Textarea label={t('changelogZh')} value={changelogZh} onChange={(e) => setChangelogZh(e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-zh" />
-        <Textarea label={t('changelogEn')} value={changelogEn} onChange={(e) => setChangelogEn(e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-en" />
-        <Button type="submit" loading={create.isPending} data-testid="rel-submit">
-          {t('create')}
+        <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
+        <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-zh" />
+        <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-en" />
+        <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
+        <Button type="submit" loading={save.isPending} data-testid="rel-submit">
+          {editing === undefined ? t('create') : t('save')}
         </Button>
       </Stack>
     </form>
@@ -218,9 +261,10 @@ export function AddonDetailPage({ id }: { id: string }) {
   const back = useLink('/addons');
   const [editing, edit] = useDisclosure(false);
   const [releasing, release] = useDisclosure(false);
+  const [editingRelease, setEditingRelease] = useState<Release | null>(null);
   const detail = useQuery({
     queryKey: [...KEY, id, lang],
-    queryFn: async () => data(await api.GET('/api/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
+    queryFn: async () => data(await api.GET('/api/admin/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
   });
   const update = useWrite({
     mutationFn: async (body: AddonWrite) => data(await api.PUT('/api/addons/{id}', { params: { path: { id } }, body })),
@@ -331,6 +375,7 @@ export function AddonDetailPage({ id }: { id: string }) {
                 <Table.Tr>
                   <Table.Th>{t('version')}</Table.Th>
                   <Table.Th>{t('gameVersion')}</Table.Th>
+                  <Table.Th>{t('file')}</Table.Th>
                   <Table.Th>{t('downloadsCol')}</Table.Th>
                   <Table.Th>{t('created_at')}</Table.Th>
                   <Table.Th>{t('actions')}</Table.Th>
@@ -338,22 +383,30 @@ export function AddonDetailPage({ id }: { id: string }) {
               </Table.Thead>
               <Table.Tbody>
                 {addon.releases.map((r) => (
-                  <Table.Tr key={r.id}>
-                    <Table.Td>
+                  <Table.Tr key={r.id} data-testid={`release-${r.version}`}>
+                    <Table.Td miw={240}>
                       <Group gap={6}>
                         <Text fw={500}>{r.version}</Text>
                         {r.isLatest && <Badge color="green">{t('latest')}</Badge>}
                         {r.downloadType === 'url' && <Badge variant="outline">URL</Badge>}
                       </Group>
+                      <ScheduledBadge publishAt={r.publishAt} />
                       <Text size="xs" c="dimmed" lineClamp={2}>
                         {r.changelog}
                       </Text>
                     </Table.Td>
                     <Table.Td>{r.gameVersion || '–'}</Table.Td>
-                    <Table.Td>{r.downloadCount}</Table.Td>
+                    <Table.Td>
+                      <Text size="sm">{r.downloadType === 'local' ? formatBytes(r.fileSize) : '–'}</Text>
+                      <Sha256 value={r.sha256} short />
+                    </Table.Td>
+                    <Table.Td data-testid="downloads">{r.downloadCount}</Table.Td>
                     <Table.Td>{new Date(r.createdAt).toLocaleString()}</Table.Td>
                     <Table.Td>
                       <Group gap={4} wrap="nowrap">
+                        <Button size="xs" variant="default" onClick={() => setEditingRelease(r)} data-testid="edit-release">
+                          {t('edit')}
+                        </Button>
                         {!r.isLatest && (
                           <Button size="xs" variant="light" onClick={() => releaseUpdate.mutate({ id: r.id, isLatest: true })}>
                             {t('setLatest')}
@@ -428,6 +481,9 @@ export function AddonDetailPage({ id }: { id: string }) {
       </Modal>
       <Modal opened={releasing} onClose={release.close} title={`${t('newRelease')} · ${addon.name}`} size="lg">
         <ReleaseForm addonId={addon.id} onDone={release.close} />
+      </Modal>
+      <Modal opened={editingRelease !== null} onClose={() => setEditingRelease(null)} title={`${t('editRelease')} · ${editingRelease?.version ?? ''}`} size="lg">
+        {editingRelease !== null && <ReleaseForm addonId={addon.id} editing={editingRelease} onDone={() => setEditingRelease(null)} />}
       </Modal>
     </Stack>
   );

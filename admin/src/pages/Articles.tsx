@@ -5,6 +5,7 @@ import { api, data } from '../api/client';
 import type { Article, ArticleWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
 import { MarkdownEditor } from '../components/Markdown';
+import { isScheduled, PublishAtInput, ScheduledBadge } from '../components/Schedule';
 import { ImageField } from '../components/Upload';
 import { useI18n } from '../i18n';
 import { useWrite } from '../write';
@@ -22,6 +23,7 @@ const emptyArticle: ArticleForm = {
   contentEn: '',
   coverImage: '',
   published: true,
+  publishAt: null,
 };
 
 function Editor({ initial, onSubmit, busy }: { initial: ArticleForm; onSubmit: (v: ArticleForm) => void; busy: boolean }) {
@@ -64,6 +66,7 @@ function Editor({ initial, onSubmit, busy }: { initial: ArticleForm; onSubmit: (
             </Stack>
           </Tabs.Panel>
         </Tabs>
+        <PublishAtInput value={v.publishAt} onChange={(publishAt) => setV({ ...v, publishAt })} />
         <ImageField label={t('coverImage')} buttonLabel={t('uploadCover')} value={v.coverImage || null} onChange={(p) => setV({ ...v, coverImage: p })} testId="article-cover-input" />
         <Button type="submit" loading={busy} data-testid="article-submit">
           {t('save')}
@@ -84,6 +87,7 @@ function toForm(a: Article): ArticleForm {
     contentEn: a.contentEn,
     coverImage: a.coverImage ?? '',
     published: a.published,
+    publishAt: a.publishAt,
   };
 }
 
@@ -92,7 +96,7 @@ export function ArticlesPage() {
   const [editing, setEditing] = useState<Article | 'new' | null>(null);
   const list = useQuery({
     queryKey: [...KEY, lang],
-    queryFn: async () => data(await api.GET('/api/articles', { params: { query: { lang, published: 'false' } } })),
+    queryFn: async () => data(await api.GET('/api/admin/articles', { params: { query: { lang } } })),
   });
   const close = () => setEditing(null);
   const save = useWrite({
@@ -153,7 +157,13 @@ export function ArticlesPage() {
                     <Table.Td>
                       <Group gap="xs">
                         <Switch checked={a.published} onChange={(e) => toggle.mutate({ id: a.id, published: e.currentTarget.checked })} aria-label={t('published')} />
-                        {a.published ? <Badge color="green">{t('published')}</Badge> : <Badge color="gray">{t('draft')}</Badge>}
+                        {!a.published ? (
+                          <Badge color="gray">{t('draft')}</Badge>
+                        ) : isScheduled(a.publishAt) ? (
+                          <ScheduledBadge publishAt={a.publishAt} />
+                        ) : (
+                          <Badge color="green">{t('published')}</Badge>
+                        )}
                       </Group>
                     </Table.Td>
                     <Table.Td>{new Date(a.createdAt).toLocaleString()}</Table.Td>

@@ -1,6 +1,7 @@
 import { BarChart } from '@mantine/charts';
 import { Card, Group, SimpleGrid, Stack, Table, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
+import type { ReactNode } from 'react';
 import { api, data } from '../api/client';
 import { useI18n } from '../i18n';
 
@@ -39,7 +40,7 @@ export function Breakdown({ title, rows }: { title: string; rows: { label: strin
   );
 }
 
-function Stat({ label, value, testId }: { label: string; value: number | undefined; testId: string }) {
+export function Stat({ label, value, testId }: { label: string; value: ReactNode; testId: string }) {
   return (
     <Card withBorder>
       <Text size="sm" c="dimmed">

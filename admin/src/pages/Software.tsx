@@ -2,13 +2,15 @@ import { Badge, Button, Card, Group, Modal, NumberInput, Stack, Switch, Table, T
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data } from '../api/client';
+import { api, data, type Paths } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
-import { emptySource, FileSource, sourceBody, sourceReady } from '../components/FileSource';
-import { formatBytes } from '../components/Upload';
+import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
+import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
+import { formatBytes, Sha256 } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
-import { useWrite } from '../write';
+import { changedFields, useWrite } from '../write';
+import { RolloutBadge, RolloutPanel } from './Rollout';
 
 const KEY = ['software'] as const;
 
@@ -48,69 +50,119 @@ function PackageForm({
   );
 }
 
-function VersionForm({ packageId, onDone }: { packageId: string; onDone: () => void }) {
+export type Version = Paths['/api/admin/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
+
+interface VersionFormValue {
+  version: string;
+  versionCode: number | string;
+  changelogZh: string;
+  changelogEn: string;
+  forceUpdate: boolean;
+  minVersion: string;
+  source: FileSourceValue;
+  publishAt: string | null;
+}
+
+const emptyVersion: VersionFormValue = {
+  version: '',
+  versionCode: '',
+  changelogZh: '',
+  changelogEn: '',
+  forceUpdate: false,
+  minVersion: '',
+  source: emptySource,
+  publishAt: null,
+};
+
+function versionForm(v: Version): VersionFormValue {
+  return {
+    version: v.version,
+    versionCode: v.versionCode,
+    changelogZh: v.changelogZh,
+    changelogEn: v.changelogEn,
+    forceUpdate: v.forceUpdate,
+    minVersion: v.minVersion ?? '',
+    source: storedSource(v),
+    publishAt: v.publishAt,
+  };
+}
+
+function versionBody(v: VersionFormValue) {
+  return {
+    version: v.version,
+    versionCode: Number(v.versionCode),
+    changelogZh: v.changelogZh,
+    changelogEn: v.changelogEn,
+    forceUpdate: v.forceUpdate,
+    minVersion: v.minVersion.trim() === '' ? null : v.minVersion.trim(),
+    ...sourceBody(v.source),
+    publishAt: v.publishAt,
+  };
+}
+
+/** Publishes a new version, or (`editing`) corrects any field of one: only the changed fields are sent, so its counters stay. */
+function VersionForm({ packageId, editing, onDone }: { packageId: string; editing?: Version; onDone: () => void }) {
   const { t } = useI18n();
-  const [version, setVersion] = useState('');
-  const [versionCode, setVersionCode] = useState<number | string>('');
-  const [changelogZh, setChangelogZh] = useState('');
-  const [changelogEn, setChangelogEn] = useState('');
-  const [forceUpdate, setForceUpdate] = useState(false);
-  const [minVersion, setMinVersion] = useState('');
-  const [source, setSource] = useState(emptySource);
-  const create = useWrite({
+  const initial = editing === undefined ? emptyVersion : versionForm(editing);
+  const [value, setValue] = useState(initial);
+  const set = <K extends keyof VersionFormValue>(key: K, next: VersionFormValue[K]) => setValue({ ...value, [key]: next });
+  const save = useWrite({
     mutationFn: async () =>
-      data(
-        await api.POST('/api/software/{id}/versions', {
-          params: { path: { id: packageId } },
-          body: {
-            version,
-            versionCode: Number(versionCode),
-            changelogZh,
-            changelogEn,
-            forceUpdate,
-            minVersion: minVersion.trim() === '' ? null : minVersion.trim(),
-            ...sourceBody(source),
-          },
-        }),
-      ),
+      editing === undefined
+        ? data(await api.POST('/api/software/{id}/versions', { params: { path: { id: packageId } }, body: versionBody(value) }))
+        : data(
+            await api.PUT('/api/software/versions/{versionId}', {
+              params: { path: { versionId: editing.id } },
+              body: changedFields(versionBody(initial), versionBody(value)),
+            }),
+          ),
     invalidate: KEY,
-    success: 'created',
+    success: editing === undefined ? 'created' : 'saved',
     onDone,
   });
   return (
     <form
       onSubmit={(e) => {
         e.preventDefault();
-        if (!sourceReady(source)) return notifyError(new Error(t('fileRequired')), t);
-        create.mutate();
+        if (!sourceReady(value.source)) return notifyError(new Error(t('fileRequired')), t);
+        save.mutate();
       }}
     >
       <Stack>
         <Group grow>
-          <TextInput label={t('version')} value={version} onChange={(e) => setVersion(e.currentTarget.value)} required placeholder="1.2.0" data-testid="ver-version" />
-          <NumberInput label={t('versionCode')} value={versionCode} onChange={setVersionCode} required min={0} allowDecimal={false} data-testid="ver-code" />
+          <TextInput label={t('version')} value={value.version} onChange={(e) => set('version', e.currentTarget.value)} required placeholder="1.2.0" data-testid="ver-version" />
+          <NumberInput label={t('versionCode')} value={value.versionCode} onChange={(c) => set('versionCode', c)} required min={0} allowDecimal={false} data-testid="ver-code" />
         </Group>
-        <FileSource value={source} onChange={setSource} />
-        <Textarea label={t('changelogZh')} value={changelogZh} onChange={(e) => setChangelogZh(e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-zh" />
-        <Textarea label={t('changelogEn')} value={changelogEn} onChange={(e) => setChangelogEn(e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-en" />
+        <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
+        <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-zh" />
+        <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-en" />
         <Group grow>
-          <TextInput label={t('minVersion')} value={minVersion} onChange={(e) => setMinVersion(e.currentTarget.value)} />
-          <Switch label={t('forceUpdate')} checked={forceUpdate} onChange={(e) => setForceUpdate(e.currentTarget.checked)} mt="lg" />
+          <TextInput label={t('minVersion')} value={value.minVersion} onChange={(e) => set('minVersion', e.currentTarget.value)} data-testid="ver-min-version" />
+          <Switch label={t('forceUpdate')} checked={value.forceUpdate} onChange={(e) => set('forceUpdate', e.currentTarget.checked)} mt="lg" data-testid="ver-force" />
         </Group>
-        <Button type="submit" loading={create.isPending} data-testid="ver-submit">
-          {t('create')}
+        <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
+        <Button type="submit" loading={save.isPending} data-testid="ver-submit">
+          {editing === undefined ? t('create') : t('save')}
         </Button>
       </Stack>
     </form>
   );
 }
 
-function Versions({ packageId }: { packageId: string }) {
-  const { t, lang } = useI18n();
-  const detail = useQuery({
+/** A package with every version, scheduled ones included (the administrators' read). */
+function usePackageDetail(packageId: string) {
+  const { lang } = useI18n();
+  return useQuery({
     queryKey: [...KEY, packageId, lang],
-    queryFn: async () => data(await api.GET('/api/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
+    queryFn: async () => data(await api.GET('/api/admin/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
   });
+}
+
+function Versions({ packageId }: { packageId: string }) {
+  const { t } = useI18n();
+  const [editing, setEditing] = useState<Version | null>(null);
+  const [rolloutId, setRolloutId] = useState<string | null>(null);
+  const detail = usePackageDetail(packageId);
   const update = useWrite({
     mutationFn: async (args: { id: string; body: { isLatest?: boolean; forceUpdate?: boolean } }) =>
       data(await api.PUT('/api/software/versions/{versionId}', { params: { path: { versionId: args.id } }, body: args.body })),
@@ -124,17 +176,18 @@ function Versions({ packageId }: { packageId: string }) {
     success: 'deleted',
   });
   const versions = detail.data?.versions ?? [];
+  const rollout = versions.find((v) => v.id === rolloutId);
   if (versions.length === 0) return <Text c="dimmed" size="sm">{detail.isPending ? t('loading') : t('noVersions')}</Text>;
   return (
-    <Table.ScrollContainer minWidth={900}>
+    <Table.ScrollContainer minWidth={1000}>
       <Table striped data-testid={`versions-${packageId}`}>
         <Table.Thead>
           <Table.Tr>
             <Table.Th>{t('version')}</Table.Th>
             <Table.Th>{t('versionCode')}</Table.Th>
-            <Table.Th>{t('size')}</Table.Th>
+            <Table.Th>{t('file')}</Table.Th>
             <Table.Th>{t('downloadsCol')}</Table.Th>
-            <Table.Th>{t('launcherDownloads')}</Table.Th>
+            <Table.Th>{t('rollout')}</Table.Th>
             <Table.Th>{t('forceUpdate')}</Table.Th>
             <Table.Th>{t('minVersion')}</Table.Th>
             <Table.Th>{t('created_at')}</Table.Th>
@@ -143,28 +196,47 @@ function Versions({ packageId }: { packageId: string }) {
         </Table.Thead>
         <Table.Tbody>
           {versions.map((v) => (
-            <Table.Tr key={v.id}>
-              <Table.Td>
+            <Table.Tr key={v.id} data-testid={`version-${v.version}`}>
+              <Table.Td miw={240}>
                 <Group gap={6}>
                   <Text fw={500}>{v.version}</Text>
                   {v.isLatest && <Badge color="green">{t('latest')}</Badge>}
                   {v.downloadType === 'url' && <Badge variant="outline">URL</Badge>}
                 </Group>
+                <ScheduledBadge publishAt={v.publishAt} />
                 <Text size="xs" c="dimmed" lineClamp={2}>
                   {v.changelog}
                 </Text>
               </Table.Td>
               <Table.Td>{v.versionCode}</Table.Td>
-              <Table.Td>{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Table.Td>
-              <Table.Td>{v.downloadCount}</Table.Td>
-              <Table.Td>{v.launcherDownloadCount}</Table.Td>
+              <Table.Td>
+                <Text size="sm">{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Text>
+                <Sha256 value={v.sha256} short />
+              </Table.Td>
+              <Table.Td>
+                <Text size="sm" data-testid="downloads">
+                  {v.downloadCount}
+                </Text>
+                <Text size="xs" c="dimmed" style={{ whiteSpace: 'nowrap' }}>
+                  {t('launcherDownloads')}: <span data-testid="launcher-downloads">{v.launcherDownloadCount}</span>
+                </Text>
+              </Table.Td>
+              <Table.Td>
+                <RolloutBadge version={v} />
+              </Table.Td>
               <Table.Td>
                 <Switch size="xs" checked={v.forceUpdate} onChange={(e) => update.mutate({ id: v.id, body: { forceUpdate: e.currentTarget.checked } })} />
               </Table.Td>
               <Table.Td>{v.minVersion ?? '–'}</Table.Td>
-              <Table.Td>{new Date(v.createdAt).toLocaleString()}</Table.Td>
-              <Table.Td>
-                <Group gap={4} wrap="nowrap">
+              <Table.Td>{new Date(v.createdAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}</Table.Td>
+              <Table.Td miw={170}>
+                <Group gap={4}>
+                  <Button size="xs" variant="default" onClick={() => setEditing(v)} data-testid="edit-version">
+                    {t('edit')}
+                  </Button>
+                  <Button size="xs" variant="light" onClick={() => setRolloutId(v.id)} data-testid="open-rollout">
+                    {t('rollout')}
+                  </Button>
                   {!v.isLatest && (
                     <Button size="xs" variant="light" onClick={() => update.mutate({ id: v.id, body: { isLatest: true } })}>
                       {t('setLatest')}
@@ -179,14 +251,21 @@ function Versions({ packageId }: { packageId: string }) {
           ))}
         </Table.Tbody>
       </Table>
+      <Modal opened={editing !== null} onClose={() => setEditing(null)} title={`${t('editVersion')} · ${editing?.version ?? ''}`} size="lg">
+        {editing !== null && <VersionForm packageId={packageId} editing={editing} onDone={() => setEditing(null)} />}
+      </Modal>
+      <Modal opened={rollout !== undefined} onClose={() => setRolloutId(null)} title={t('rolloutOf', { version: rollout?.version ?? '' })} size="xl">
+        {rollout !== undefined && <RolloutPanel version={rollout} />}
+      </Modal>
     </Table.ScrollContainer>
   );
 }
 
-type Pkg = { id: string; slug: string; name: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string; _count: { versions: number } };
+type Pkg = { id: string; slug: string; name: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string };
 
 function PackageCard({ pkg }: { pkg: Pkg }) {
   const { t } = useI18n();
+  const detail = usePackageDetail(pkg.id);
   const [renaming, rename] = useDisclosure(false);
   const [adding, add] = useDisclosure(false);
   const update = useWrite({
@@ -207,7 +286,7 @@ function PackageCard({ pkg }: { pkg: Pkg }) {
         <div>
           <Title order={4}>{pkg.name}</Title>
           <Text size="sm" c="dimmed" ff="monospace">
-            {pkg.slug} · {t('versions')}: {pkg._count.versions}
+            {pkg.slug} · {t('versions')}: {detail.data?.versions.length ?? '–'}
           </Text>
         </div>
         <Group gap="xs">
