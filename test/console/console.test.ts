@@ -394,6 +394,11 @@ describe('team accounts, roles and two-factor in the console', () => {
     await context!.close();
 
     const publisher = await newPage();
+    const submitPassword = async () => {
+      await publisher.locator('input[name="username"]').fill('pat');
+      await publisher.locator('input[name="password"]').fill('publisher-pass-1');
+      await publisher.getByTestId('login-submit').click();
+    };
     await login(publisher, base, 'publisher-pass-1', 'pat');
     await publisher.getByTestId('nav-account').click();
     // A publisher's token can only be a publisher's.
@@ -418,9 +423,7 @@ describe('team accounts, roles and two-factor in the console', () => {
     await publisher.getByTestId('header-logout').click();
 
     // The password alone is not enough: the code field appears; a wrong code is told; the next code logs in.
-    await publisher.locator('input[name="username"]').fill('pat');
-    await publisher.locator('input[name="password"]').fill('publisher-pass-1');
-    await publisher.getByTestId('login-submit').click();
+    await submitPassword();
     await publisher.getByTestId('login-totp').waitFor();
     expect(await publisher.getByTestId('login-error').count()).toBe(0);
     await screenshot(publisher, '15-login-code');
@@ -434,9 +437,7 @@ describe('team accounts, roles and two-factor in the console', () => {
 
     // A recovery code logs in once; turning two-factor off needs the password, and then the password is enough.
     await publisher.getByTestId('header-logout').click();
-    await publisher.locator('input[name="username"]').fill('pat');
-    await publisher.locator('input[name="password"]').fill('publisher-pass-1');
-    await publisher.getByTestId('login-submit').click();
+    await submitPassword();
     await publisher.getByTestId('login-totp').fill(codes[0]!);
     await publisher.getByTestId('login-submit').click();
     await publisher.getByTestId('nav-account').click();
@@ -444,9 +445,7 @@ describe('team accounts, roles and two-factor in the console', () => {
     await publisher.getByTestId('totp-disable').click();
     await publisher.getByText('Two-factor authentication is off.').waitFor();
     await publisher.getByTestId('header-logout').click();
-    await publisher.locator('input[name="username"]').fill('pat');
-    await publisher.locator('input[name="password"]').fill('publisher-pass-1');
-    await publisher.getByTestId('login-submit').click();
+    await submitPassword();
     await publisher.getByTestId('nav-dashboard').waitFor();
   });
 

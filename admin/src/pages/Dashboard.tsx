@@ -82,6 +82,19 @@ function historyRows(points: HistoryPoint[], hourly: boolean, lang: string) {
   return { versions, rows };
 }
 
+function Figure({ label, value, testId }: { label: string; value: number | undefined; testId: string }) {
+  return (
+    <div>
+      <Text size="xs" c="dimmed">
+        {label}
+      </Text>
+      <Text fw={700} fz="xl" data-testid={testId}>
+        {value ?? '–'}
+      </Text>
+    </div>
+  );
+}
+
 function OnlineHistory() {
   const { t, lang } = useI18n();
   const [hours, setHours] = useState('24');
@@ -102,22 +115,8 @@ function OnlineHistory() {
           </Text>
         </div>
         <Group gap="xl">
-          <div>
-            <Text size="xs" c="dimmed">
-              {t('peak')}
-            </Text>
-            <Text fw={700} fz="xl" data-testid="history-peak">
-              {history.data?.peak ?? '–'}
-            </Text>
-          </div>
-          <div>
-            <Text size="xs" c="dimmed">
-              {t('average')}
-            </Text>
-            <Text fw={700} fz="xl" data-testid="history-average">
-              {history.data?.average ?? '–'}
-            </Text>
-          </div>
+          <Figure label={t('peak')} value={history.data?.peak} testId="history-peak" />
+          <Figure label={t('average')} value={history.data?.average} testId="history-average" />
           <SegmentedControl
             value={hours}
             onChange={setHours}
