@@ -320,7 +320,7 @@ describe('team accounts, roles and two-factor in the console', () => {
   const code = (secret: string, timestamp = Date.now()) =>
     new TOTP({ secret: Secret.fromBase32(secret) }).generate({ timestamp });
 
-  it('an owner creates an editor; the editor reads software but cannot change it and has no Team page', async () => {
+  it('an owner creates an editor, who reads software without changing it and has no Team page; disable, enable, reset password', async () => {
     const page = await newPage();
     await login(page, base, ADMIN_NEW_PASSWORD);
     await page.getByTestId('nav-team').click();
@@ -371,6 +371,16 @@ describe('team accounts, roles and two-factor in the console', () => {
     await expect.poll(() => erin.getByTestId('account-status').textContent()).toBe('Disabled');
     await editorPage.reload();
     await editorPage.getByTestId('login-submit').waitFor();
+
+    // Enabled again (after a confirmation) with a new password, which the editor then logs in with.
+    await erin.getByTestId('account-enable').click();
+    await page.getByTestId('confirm-yes').click();
+    await expect.poll(() => erin.getByTestId('account-status').textContent()).toBe('Enabled');
+    await erin.getByTestId('reset-password').click();
+    await page.getByTestId('reset-password-input').fill('editor-pass-2');
+    await page.getByTestId('reset-password-submit').click();
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await login(editorPage, base, 'editor-pass-2', 'erin');
     await editor.close();
   });
 
