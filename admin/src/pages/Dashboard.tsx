@@ -128,7 +128,7 @@ function OnlineHistory() {
           />
         </Group>
       </Group>
-      {rows.length === 0 ? (
+      {versions.length === 0 ? (
         <Text c="dimmed" size="sm">
           {history.isPending ? t('loading') : t('noData')}
         </Text>
