@@ -1,4 +1,4 @@
-import { AppShell, Burger, Button, Center, Group, Loader, NavLink, SegmentedControl, Text, Title } from '@mantine/core';
+import { AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, SegmentedControl, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect } from 'react';
@@ -15,16 +15,23 @@ import { GalleryPage } from './pages/Gallery';
 import { LoginPage } from './pages/Login';
 import { SigningKeysPage } from './pages/SigningKeys';
 import { SoftwarePage } from './pages/Software';
+import { TeamPage } from './pages/Team';
+import { ROLE_LABEL, RoleGuard } from './roles';
 import { useLink, useRouter } from './router';
 
 export const ME_KEY = ['me'] as const;
+
+/** The signed-in administrator with its role. */
+export async function fetchMe() {
+  return data(await api.GET('/api/admin/me')).user;
+}
 
 export function useMe() {
   return useQuery({
     queryKey: ME_KEY,
     queryFn: async () => {
       try {
-        return data(await api.GET('/api/admin/me')).user;
+        return await fetchMe();
       } catch (error) {
         if (error instanceof ApiError && error.status === 401) return null;
         throw error;
@@ -34,7 +41,7 @@ export function useMe() {
   });
 }
 
-const NAV: { to: string; label: MessageKey }[] = [
+const NAV: { to: string; label: MessageKey; ownersOnly?: true }[] = [
   { to: '/', label: 'dashboard' },
   { to: '/software', label: 'software' },
   { to: '/addons', label: 'addons' },
@@ -44,6 +51,7 @@ const NAV: { to: string; label: MessageKey }[] = [
   { to: '/devices', label: 'devices' },
   { to: '/signing-keys', label: 'signingKeys' },
   { to: '/account', label: 'account' },
+  { to: '/team', label: 'team', ownersOnly: true },
 ];
 
 function NavItem({ to, label, active, onNavigate }: { to: string; label: string; active: boolean; onNavigate: () => void }) {
@@ -91,6 +99,7 @@ function Page({ route }: { route: string }) {
   if (route === '/devices') return <DevicesPage />;
   if (route === '/signing-keys') return <SigningKeysPage />;
   if (route === '/account') return <AccountPage />;
+  if (route === '/team') return <TeamPage />;
   return <DashboardPage />;
 }
 
@@ -134,6 +143,7 @@ export function App() {
   }
 
   const section = '/' + (route.split('/')[1] ?? '');
+  const role = me.data.role;
   const logout = () => {
     void api
       .POST('/api/admin/logout')
@@ -155,6 +165,9 @@ export function App() {
             <Text size="sm" c="dimmed" visibleFrom="sm" data-testid="signed-in-as">
               {t('signedInAs', { name: me.data.username })}
             </Text>
+            <Badge variant="light" visibleFrom="sm" data-testid="my-role">
+              {t(ROLE_LABEL[role])}
+            </Badge>
             <LanguageSwitch />
             <Button size="xs" variant="default" onClick={logout} data-testid="header-logout">
               {t('logout')}
@@ -163,12 +176,14 @@ export function App() {
         </Group>
       </AppShell.Header>
       <AppShell.Navbar p="xs">
-        {NAV.map((item) => (
+        {NAV.filter((item) => !item.ownersOnly || role === 'owner').map((item) => (
           <NavItem key={item.to} to={item.to} label={t(item.label)} active={section === item.to} onNavigate={close} />
         ))}
       </AppShell.Navbar>
       <AppShell.Main>
-        <Page route={route} />
+        <RoleGuard section={section}>
+          <Page route={route} />
+        </RoleGuard>
       </AppShell.Main>
     </AppShell>
   );

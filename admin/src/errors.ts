@@ -19,6 +19,9 @@ export function describeError(error: unknown, t: Translate): string {
     case 404:
       return t('e404', { msg });
     case 409:
+      // Accounts: a taken username (create), or a change that would leave no enabled owner (update).
+      if (error.path === '/api/admin/users') return t('eUsernameTaken');
+      if (error.path.startsWith('/api/admin/users/')) return t('eLastOwner');
       return t('e409', { msg });
     case 413:
       return t('e413', { msg });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { Secret, TOTP } from 'otpauth';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -18,6 +19,8 @@ let service: Service;
 let browser: Browser;
 let context: BrowserContext | null = null;
 let base = '';
+/** The administrator's password once the password test changed it (the tests after it use it). */
+const ADMIN_NEW_PASSWORD = 'a-new-secret-2';
 
 beforeAll(async () => {
   [service, browser] = await Promise.all([startService(), launchBrowser()]);
@@ -567,7 +570,7 @@ describe('admin console in Chromium against the real service', () => {
     await login(page, base);
     await page.getByTestId('nav-account').click();
     await page.getByTestId('current-password').fill(ADMIN_PASSWORD);
-    await page.getByTestId('new-password').fill('a-new-secret-2');
+    await page.getByTestId('new-password').fill(ADMIN_NEW_PASSWORD);
     await page.getByTestId('change-password-submit').click();
     await page.getByTestId('password-changed').waitFor();
 
@@ -592,10 +595,190 @@ describe('admin console in Chromium against the real service', () => {
     await page.locator('input[name="password"]').fill(ADMIN_PASSWORD);
     await page.getByTestId('login-submit').click();
     await page.getByTestId('login-error').waitFor();
-    await page.locator('input[name="password"]').fill('a-new-secret-2');
+    await page.locator('input[name="password"]').fill(ADMIN_NEW_PASSWORD);
     await page.getByTestId('login-submit').click();
     await page.getByTestId('nav-dashboard').waitFor();
     await page.getByTestId('signed-in-as').waitFor();
     await screenshot(page, '10-logged-in-again');
+  });
+});
+
+describe('team accounts, roles and two-factor in the console', () => {
+  const code = (secret: string, timestamp = Date.now()) =>
+    new TOTP({ secret: Secret.fromBase32(secret) }).generate({ timestamp });
+
+  it('an owner creates an editor, who reads software without changing it and has no Team page; disable, enable, reset password', async () => {
+    const page = await newPage();
+    await login(page, base, ADMIN_NEW_PASSWORD);
+    await page.getByTestId('nav-team').click();
+    await page.getByTestId('accounts').getByText('admin').waitFor();
+    await page.getByTestId('account-username').fill('erin');
+    await page.getByTestId('account-password').fill('editor-pass-1');
+    await page.getByTestId('account-role').click();
+    await page.getByRole('option', { name: 'Editor' }).click();
+    await page.getByTestId('account-create').click();
+    const erin = page.getByTestId('account-erin');
+    await erin.waitFor();
+    expect(await erin.getByTestId('account-role-select').inputValue()).toBe('Editor');
+    await erin.getByText('Off').waitFor();
+
+    // The service's 409s reach the owner in words: a taken username, the last enabled owner.
+    await page.getByTestId('account-username').fill('erin');
+    await page.getByTestId('account-password').fill('editor-pass-2');
+    await page.getByTestId('account-create').click();
+    await page.getByText('This username is already taken: choose another.').waitFor();
+    const admin = page.getByTestId('account-admin');
+    await admin.getByTestId('account-role-select').click();
+    await page.getByRole('option', { name: 'Publisher' }).click();
+    await page.getByText('At least one enabled owner must remain: this change would leave none.').waitFor();
+    expect(await admin.getByTestId('account-role-select').inputValue()).toBe('Owner');
+    await screenshot(page, '11-team');
+
+    // The editor: software is readable, every control of it disabled; articles are theirs; no Team page.
+    const editor = await browser.newContext({ locale: 'en-US', viewport: { width: 1366, height: 900 } });
+    const editorPage = await editor.newPage();
+    await login(editorPage, base, 'editor-pass-1', 'erin');
+    expect(await editorPage.getByTestId('my-role').textContent()).toBe('Editor');
+    expect(await editorPage.getByTestId('nav-team').count()).toBe(0);
+    await editorPage.getByTestId('nav-software').click();
+    await editorPage.getByTestId('package-app-launcher').getByText('1.2.0').waitFor();
+    await editorPage.getByTestId('read-only').waitFor();
+    expect(await editorPage.getByTestId('new-package').isDisabled()).toBe(true);
+    expect(await editorPage.locator('main').locator('button:enabled, input:enabled').count()).toBe(0);
+    await screenshot(editorPage, '12-editor-software');
+    await editorPage.getByTestId('nav-articles').click();
+    expect(await editorPage.getByTestId('new-article').isEnabled()).toBe(true);
+    expect(await editorPage.getByTestId('read-only').count()).toBe(0);
+    await editorPage.goto(`${base}/admin/team`);
+    await editorPage.getByTestId('owners-only').waitFor();
+
+    // Disabled after a confirmation: the editor's session ends and the login is refused.
+    await erin.getByTestId('account-disable').click();
+    await page.getByTestId('confirm-yes').click();
+    await expect.poll(() => erin.getByTestId('account-status').textContent()).toBe('Disabled');
+    await editorPage.reload();
+    await editorPage.getByTestId('login-submit').waitFor();
+
+    // Enabled again (after a confirmation) with a new password, which the editor then logs in with.
+    await erin.getByTestId('account-enable').click();
+    await page.getByTestId('confirm-yes').click();
+    await expect.poll(() => erin.getByTestId('account-status').textContent()).toBe('Enabled');
+    await erin.getByTestId('reset-password').click();
+    await page.getByTestId('reset-password-input').fill('editor-pass-2');
+    await page.getByTestId('reset-password-submit').click();
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await login(editorPage, base, 'editor-pass-2', 'erin');
+    await editor.close();
+  });
+
+  it('a publisher enrols in two-factor with the QR code; login then asks for the code', async () => {
+    const page = await newPage();
+    await login(page, base, ADMIN_NEW_PASSWORD);
+    // Owners may give a token any role.
+    await page.getByTestId('nav-account').click();
+    await page.getByTestId('token-role').click();
+    expect(await page.getByRole('option').allTextContents()).toEqual(['Owner', 'Publisher', 'Editor']);
+    await page.keyboard.press('Escape');
+    const created = await page.evaluate(async () => {
+      const res = await fetch('/api/admin/users', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'pat', password: 'publisher-pass-1', role: 'publisher' }),
+      });
+      return res.status;
+    });
+    expect(created).toBe(201);
+    await context!.close();
+
+    const publisher = await newPage();
+    const submitPassword = async () => {
+      await publisher.locator('input[name="username"]').fill('pat');
+      await publisher.locator('input[name="password"]').fill('publisher-pass-1');
+      await publisher.getByTestId('login-submit').click();
+    };
+    await login(publisher, base, 'publisher-pass-1', 'pat');
+    await publisher.getByTestId('nav-account').click();
+    // A publisher's token can only be a publisher's.
+    await publisher.getByTestId('token-role').click();
+    expect(await publisher.getByRole('option').allTextContents()).toEqual(['Publisher']);
+    await publisher.keyboard.press('Escape');
+
+    await publisher.getByTestId('totp-enroll').click();
+    await publisher.getByTestId('totp-qr').waitFor();
+    const secret = (await publisher.getByTestId('totp-secret').textContent()) ?? '';
+    expect(secret).toMatch(/^[A-Z2-7]{16,}$/);
+    await screenshot(publisher, '13-totp-enrol');
+    await publisher.getByTestId('totp-code').fill(code(secret));
+    await publisher.getByTestId('totp-confirm').click();
+    const recovery = publisher.getByTestId('recovery-codes');
+    await recovery.waitFor();
+    const codes = await recovery.locator('code').allTextContents();
+    expect(codes).toHaveLength(10);
+    await publisher.getByText('Recovery codes: shown only once').waitFor();
+    await screenshot(publisher, '14-recovery-codes');
+    await publisher.getByTestId('recovery-saved').click();
+    await publisher.getByTestId('header-logout').click();
+
+    // The password alone is not enough: the code field appears; a wrong code is told; the next code logs in.
+    await submitPassword();
+    await publisher.getByTestId('login-totp').waitFor();
+    expect(await publisher.getByTestId('login-error').count()).toBe(0);
+    await screenshot(publisher, '15-login-code');
+    await publisher.getByTestId('login-totp').fill('000000');
+    await publisher.getByTestId('login-submit').click();
+    await expect.poll(() => publisher.getByTestId('login-error').textContent()).toContain('Wrong code');
+    await publisher.getByTestId('login-totp').fill(code(secret, Date.now() + 30_000));
+    await publisher.getByTestId('login-submit').click();
+    await publisher.getByTestId('nav-dashboard').waitFor();
+    expect(await publisher.getByTestId('my-role').textContent()).toBe('Publisher');
+
+    // A recovery code logs in once; turning two-factor off needs the password, and then the password is enough.
+    await publisher.getByTestId('header-logout').click();
+    await submitPassword();
+    await publisher.getByTestId('login-totp').fill(codes[0]!);
+    await publisher.getByTestId('login-submit').click();
+    await publisher.getByTestId('nav-account').click();
+    await publisher.getByTestId('totp-disable-password').fill('publisher-pass-1');
+    await publisher.getByTestId('totp-disable').click();
+    await publisher.getByText('Two-factor authentication is off.').waitFor();
+    await publisher.getByTestId('header-logout').click();
+    await submitPassword();
+    await publisher.getByTestId('nav-dashboard').waitFor();
+  });
+
+  it('the dashboard charts launchers online over 24 hours and 30 days, by version', async () => {
+    // A month of 5-minute samples as the service's sampler records them: 42 at most today, 57 ten days ago.
+    const db = new Database(path.join(service.dir, 'app.db'));
+    const slot = 5 * 60 * 1000;
+    const now = Math.floor(Date.now() / slot) * slot - slot;
+    const sample = db.prepare('INSERT OR REPLACE INTO device_samples (at, app_version, online) VALUES (?, ?, ?)');
+    const record = (at: number, byVersion: Record<string, number>) => {
+      for (const [version, online] of Object.entries(byVersion)) sample.run(new Date(at).toISOString(), version, online);
+    };
+    db.transaction(() => {
+      // At most 21 + 11 = 32 a slot, …
+      for (let at = now - 30 * 24 * 3600_000 + slot; at <= now; at += slot) {
+        const online = 10 + (new Date(at).getUTCHours() % 12);
+        record(at, { '2.0.0': online, '2.1.0': Math.round(online / 2) });
+      }
+      // … but 42 an hour ago and 57 ten days ago.
+      record(now - 3600_000, { '2.0.0': 30, '2.1.0': 12 });
+      record(now - 10 * 24 * 3600_000, { '2.0.0': 40, '2.1.0': 10, '2.2.0': 7 });
+    })();
+    db.close();
+
+    const page = await newPage();
+    await login(page, base, ADMIN_NEW_PASSWORD);
+    const history = page.getByTestId('online-history');
+    await expect.poll(() => history.getByTestId('history-peak').textContent()).toBe('42');
+    await history.locator('.recharts-area').first().waitFor();
+    expect(await history.locator('.recharts-area').count()).toBe(2);
+    await history.getByText('2.1.0').first().waitFor();
+    await screenshot(page, '16-dashboard-history');
+    await history.getByTestId('history-range').getByText('30 days').click();
+    await expect.poll(() => history.getByTestId('history-peak').textContent()).toBe('57');
+    await history.getByText('2.2.0').first().waitFor();
+    expect(await history.locator('.recharts-area').count()).toBe(3);
+    await screenshot(page, '17-dashboard-history-30d');
   });
 });

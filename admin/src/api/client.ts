@@ -11,6 +11,8 @@ export class ApiError extends Error {
     readonly status: number,
     message: string,
     readonly path: string,
+    /** The rest of the error answer's JSON, e.g. `totpRequired` of a login. */
+    readonly details: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = 'ApiError';
@@ -27,15 +29,17 @@ const errors: Middleware = {
   async onResponse({ response, request }) {
     if (response.ok || response.status === 304) return undefined;
     let message = response.statusText || 'request failed';
+    let details: Record<string, unknown> = {};
     try {
-      const body = (await response.clone().json()) as { error?: unknown };
-      if (typeof body.error === 'string') message = body.error;
+      const body: unknown = await response.clone().json();
+      if (typeof body === 'object' && body !== null) details = body as Record<string, unknown>;
+      if (typeof details.error === 'string') message = details.error;
     } catch {
       // not JSON: keep the status text
     }
     const path = new URL(request.url).pathname;
     if (response.status === 401 && path !== '/api/admin/login' && path !== '/api/admin/me') onUnauthorized?.();
-    throw new ApiError(response.status, message, path);
+    throw new ApiError(response.status, message, path, details);
   },
   onError({ error, request }) {
     if (error instanceof ApiError) return error;

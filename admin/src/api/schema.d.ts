@@ -748,6 +748,85 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Audit log, newest first (owner): every administrator change, login and logout */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description account name */
+                    actor?: string;
+                    /** @description ISO 8601: records before this time (paging) */
+                    before?: string;
+                    /** @description integer 1..500, default 50 */
+                    limit?: string;
+                    /** @description target id or type */
+                    target?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            action: string;
+                            actor: string;
+                            at: string;
+                            changes: {
+                                [key: string]: unknown;
+                            };
+                            id: string;
+                            ip: string;
+                            targetId: string | null;
+                            targetType: string;
+                            tokenName: string | null;
+                        }[];
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/change-password": {
         parameters: {
             query?: never;

@@ -1,0 +1,56 @@
+import { Alert, Fieldset, Stack } from '@mantine/core';
+import type { ReactNode } from 'react';
+import { covers, ROLES, type Role } from '../../src/domain/roles';
+import { useMe } from './App';
+import { type MessageKey, useI18n } from './i18n';
+
+/** The service's own role rules (src/domain/roles.ts), shared so that the console shows what the service allows. */
+export { covers, ROLES, type Role };
+
+export const ROLE_LABEL: Record<Role, MessageKey> = { owner: 'roleOwner', publisher: 'rolePublisher', editor: 'roleEditor' };
+
+/**
+ * Who besides owners may change what a console section shows, as the service checks it per module
+ * (`changesBy`): a section not listed here has nothing to change, or only one's own account.
+ */
+const SECTION_WRITERS: Record<string, readonly Role[]> = {
+  '/software': ['publisher'],
+  '/addons': ['publisher'],
+  '/articles': ['editor'],
+  '/banners': ['editor'],
+  '/gallery': ['editor'],
+  // Rotating the keys launchers pin: owners only.
+  '/signing-keys': [],
+};
+
+export function mayChange(role: Role, section: string): boolean {
+  const writers = SECTION_WRITERS[section];
+  return writers === undefined || role === 'owner' || writers.includes(role);
+}
+
+/** The signed-in administrator's role (the console renders pages only once it is known). */
+export function useRole(): Role {
+  const me = useMe();
+  if (!me.data) throw new Error('useRole before the administrator is known');
+  return me.data.role;
+}
+
+/**
+ * A section as the role may use it: everything it reads stays visible, and when the role may not
+ * change it, every control inside is disabled (a disabled fieldset) under a note that says why.
+ */
+export function RoleGuard({ section, children }: { section: string; children: ReactNode }) {
+  const { t } = useI18n();
+  const role = useRole();
+  if (mayChange(role, section)) return children;
+  return (
+    <Stack>
+      <Alert color="gray" data-testid="read-only">
+        {t('readOnlyRole', { role: t(ROLE_LABEL[role]) })}
+      </Alert>
+      <Fieldset disabled variant="unstyled" p={0} m={0}>
+        {children}
+      </Fieldset>
+    </Stack>
+  );
+}
