@@ -213,8 +213,21 @@ describe('admin console in Chromium against the real service', () => {
   });
 
   it('corrects every field of a published version and release, keeping their counters, with sha256 shown', async () => {
-    type Version = { id: string; version: string; versionCode: number; changelogEn: string; minVersion: string | null; forceUpdate: boolean; sha256: string | null; downloadCount: number; launcherDownloadCount: number };
-    const versionOf = async () => (await getJson<{ versions: Version[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.versionCode === 120);
+    type Version = {
+      id: string;
+      version: string;
+      versionCode: number;
+      changelogEn: string;
+      minVersion: string | null;
+      forceUpdate: boolean;
+      sha256: string | null;
+      downloadCount: number;
+      launcherDownloadCount: number;
+    };
+    const versionOf = async () =>
+      (await getJson<{ versions: Version[] }>(`${base}/api/software/app-launcher`)).versions.find(
+        (v) => v.versionCode === 120,
+      );
     const before = (await versionOf())!;
     expect(before.sha256).toBe(sha256(Buffer.alloc(3 * 1024 * 1024, 7)));
     expect((await fetch(`${base}/api/software/download/${before.id}`)).status).toBe(200);
@@ -233,7 +246,9 @@ describe('admin console in Chromium against the real service', () => {
     await dialog.getByTestId('ver-min-version').fill('1.0.0');
     await dialog.getByTestId('ver-force').click({ force: true });
     const fixed = Buffer.alloc(2 * 1024 * 1024, 9);
-    await dialog.getByTestId('file-input').setInputFiles({ name: 'launcher-setup-fixed.exe', mimeType: 'application/octet-stream', buffer: fixed });
+    await dialog
+      .getByTestId('file-input')
+      .setInputFiles({ name: 'launcher-setup-fixed.exe', mimeType: 'application/octet-stream', buffer: fixed });
     await dialog.getByText(`SHA-256 ${sha256(fixed)}`).waitFor();
     expect(await dialog.getByTestId('current-file').count()).toBe(0);
     await screenshot(page, '04a-version-edit', { dialog: true });
@@ -252,18 +267,32 @@ describe('admin console in Chromium against the real service', () => {
       downloadCount: 2,
       launcherDownloadCount: 1,
     });
-    const update = await getJson<{ forceUpdate: boolean; latest: { sha256: string; fileSize: number } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=100`);
+    const update = await getJson<{ forceUpdate: boolean; latest: { sha256: string; fileSize: number } }>(
+      `${base}/api/software/check-update?slug=app-launcher&versionCode=100`,
+    );
     expect(update).toMatchObject({ forceUpdate: true, latest: { sha256: sha256(fixed), fileSize: fixed.length } });
 
     // A release: its changelog and its source (file → external link) change; its downloads stay.
-    type Release = { id: string; version: string; changelogEn: string; downloadType: string; externalUrl: string | null; sha256: string | null; downloadCount: number };
-    const releaseOf = async () => (await getJson<Release[]>(`${base}/api/releases`)).find((r) => r.version === '1.0.0')!;
+    type Release = {
+      id: string;
+      version: string;
+      changelogEn: string;
+      downloadType: string;
+      externalUrl: string | null;
+      sha256: string | null;
+      downloadCount: number;
+    };
+    const releaseOf = async () =>
+      (await getJson<Release[]>(`${base}/api/releases`)).find((r) => r.version === '1.0.0')!;
     expect((await fetch(`${base}/api/download/${(await releaseOf()).id}`)).status).toBe(200);
     await expect.poll(async () => (await releaseOf()).downloadCount, { timeout: 10_000 }).toBe(1);
     await page.getByTestId('nav-addons').click();
     await page.getByText('Better Bags').click();
     const release = page.getByTestId('release-1.0.0');
-    await release.getByTestId('sha256').getByText(sha256(Buffer.alloc(200_000, 1)).slice(0, 12)).waitFor();
+    await release
+      .getByTestId('sha256')
+      .getByText(sha256(Buffer.alloc(200_000, 1)).slice(0, 12))
+      .waitFor();
     await release.getByTestId('edit-release').click();
     await dialog.getByTestId('rel-version').fill('1.0.1');
     await dialog.getByTestId('rel-changelog-en').fill('First release, mirrored');
@@ -274,7 +303,14 @@ describe('admin console in Chromium against the real service', () => {
     expect(await page.getByTestId('release-1.0.1').getByTestId('downloads').textContent()).toBe('1');
     expect(await getJson<Release[]>(`${base}/api/releases`)).toContainEqual(
       // The link names no stored file: the old file's hash is not kept.
-      expect.objectContaining({ version: '1.0.1', changelogEn: 'First release, mirrored', downloadType: 'url', externalUrl: 'https://mirror.example.com/better-bags-1.0.1.zip', sha256: null, downloadCount: 1 }),
+      expect.objectContaining({
+        version: '1.0.1',
+        changelogEn: 'First release, mirrored',
+        downloadType: 'url',
+        externalUrl: 'https://mirror.example.com/better-bags-1.0.1.zip',
+        sha256: null,
+        downloadCount: 1,
+      }),
     );
   });
 
@@ -288,7 +324,13 @@ describe('admin console in Chromium against the real service', () => {
     const dialog = page.getByRole('dialog');
     await dialog.getByTestId('ver-version').fill('1.3.0');
     await dialog.getByTestId('ver-code').fill('130');
-    await dialog.getByTestId('file-input').setInputFiles({ name: 'launcher-1.3.0.exe', mimeType: 'application/octet-stream', buffer: Buffer.alloc(100_000, 3) });
+    await dialog
+      .getByTestId('file-input')
+      .setInputFiles({
+        name: 'launcher-1.3.0.exe',
+        mimeType: 'application/octet-stream',
+        buffer: Buffer.alloc(100_000, 3),
+      });
     await dialog.getByText(/Uploaded: launcher-1\.3\.0\.exe/).waitFor();
     await dialog.getByTestId('ver-changelog-en').fill('Season two');
     await dialog.getByTestId('publish-at').fill('2099-01-02T20:30');
@@ -301,10 +343,16 @@ describe('admin console in Chromium against the real service', () => {
 
     type Listed = { version: string; publishAt: string | null };
     // The administrator's read (with the page's session cookie) lists scheduled rows.
-    const versions = (await (await page.request.get(`${base}/api/admin/software/app-launcher`)).json()) as { versions: Listed[] };
+    const versions = (await (await page.request.get(`${base}/api/admin/software/app-launcher`)).json()) as {
+      versions: Listed[];
+    };
     expect(versions.versions.find((v) => v.version === '1.3.0')?.publishAt).toBe('2099-01-02T12:30:00.000Z');
-    expect((await getJson<{ versions: Listed[] }>(`${base}/api/software/app-launcher`)).versions.map((v) => v.version)).toEqual(['1.2.0']);
-    const hidden = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120`);
+    expect(
+      (await getJson<{ versions: Listed[] }>(`${base}/api/software/app-launcher`)).versions.map((v) => v.version),
+    ).toEqual(['1.2.0']);
+    const hidden = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(
+      `${base}/api/software/check-update?slug=app-launcher&versionCode=120`,
+    );
     expect(hidden).toMatchObject({ hasUpdate: false, latest: { version: '1.2.0' } });
 
     // Publishing now: the date is cleared, the badge goes, launchers are offered it.
@@ -313,7 +361,9 @@ describe('admin console in Chromium against the real service', () => {
     await dialog.getByTestId('publish-at').fill('');
     await dialog.getByTestId('ver-submit').click();
     await row.getByTestId('scheduled').waitFor({ state: 'detached' });
-    const offered = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120`);
+    const offered = await getJson<{ hasUpdate: boolean; latest: { version: string } }>(
+      `${base}/api/software/check-update?slug=app-launcher&versionCode=120`,
+    );
     expect(offered).toMatchObject({ hasUpdate: true, latest: { version: '1.3.0' } });
 
     // A release scheduled on the addon page.
@@ -321,7 +371,9 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByText('Better Bags').click();
     await page.getByTestId('new-release').click();
     await dialog.getByTestId('rel-version').fill('2.0.0');
-    await dialog.getByTestId('file-input').setInputFiles({ name: 'better-bags-2.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(1000, 2) });
+    await dialog
+      .getByTestId('file-input')
+      .setInputFiles({ name: 'better-bags-2.0.0.zip', mimeType: 'application/zip', buffer: Buffer.alloc(1000, 2) });
     await dialog.getByText(/Uploaded: better-bags-2\.0\.0\.zip/).waitFor();
     await dialog.getByTestId('publish-at').fill('2099-03-04T08:00');
     await dialog.getByTestId('rel-submit').click();
@@ -339,14 +391,17 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('articles').getByText('第三赛季').waitFor();
     await page.getByTestId('articles').getByTestId('scheduled').waitFor();
     await screenshot(page, '04f-article-scheduled');
-    expect((await getJson<{ slug: string }[]>(`${base}/api/articles`)).map((a) => a.slug)).not.toContain('season-three');
+    expect((await getJson<{ slug: string }[]>(`${base}/api/articles`)).map((a) => a.slug)).not.toContain(
+      'season-three',
+    );
   });
 
   it('ramps a version with the slider, halts it, revokes it with a confirmation: check-update follows each step', async () => {
     const pkg = await getJson<{ versions: { id: string; version: string }[] }>(`${base}/api/software/app-launcher`);
     const v130 = pkg.versions.find((v) => v.version === '1.3.0')!;
     // The bucket rule of the specification, computed here independently of the service.
-    const bucket = (deviceId: string) => createHash('sha256').update(`${v130.id}:${deviceId}`).digest().readUInt32BE(0) % 100;
+    const bucket = (deviceId: string) =>
+      createHash('sha256').update(`${v130.id}:${deviceId}`).digest().readUInt32BE(0) % 100;
     const devices = Array.from({ length: 200 }, (_, i) => `fleet-${i}`);
     const offered = async (versionCode: number, deviceId: string) =>
       getJson<{ hasUpdate: boolean; forceUpdate: boolean; downgrade: boolean; latest: { version: string } }>(
@@ -357,7 +412,18 @@ describe('admin console in Chromium against the real service', () => {
       return devices.filter((_, i) => answers[i]!.latest.version === '1.3.0');
     };
     // A fleet: six launchers already on 1.3.0, four still on 1.2.0.
-    for (const [i, appVersion] of ['1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.3.0', '1.2.0', '1.2.0', '1.2.0', '1.2.0'].entries()) {
+    for (const [i, appVersion] of [
+      '1.3.0',
+      '1.3.0',
+      '1.3.0',
+      '1.3.0',
+      '1.3.0',
+      '1.3.0',
+      '1.2.0',
+      '1.2.0',
+      '1.2.0',
+      '1.2.0',
+    ].entries()) {
       const beat = await fetch(`${base}/api/launcher/heartbeat`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
@@ -380,7 +446,10 @@ describe('admin console in Chromium against the real service', () => {
       for (const key of presses) await slider.press(key);
       await panel.getByTestId('rollout-apply').getByText(`${percent}%`).waitFor();
       await panel.getByTestId('rollout-apply').click();
-      await panel.getByTestId('rollout-current').filter({ hasText: new RegExp(`^${percent}%$`) }).waitFor();
+      await panel
+        .getByTestId('rollout-current')
+        .filter({ hasText: new RegExp(`^${percent}%$`) })
+        .waitFor();
     };
     await ramp(['Home', ...Array<string>(10).fill('ArrowRight')], 10);
     const at10 = await offeredTo();
@@ -400,7 +469,13 @@ describe('admin console in Chromium against the real service', () => {
     await panel.getByLabel('Devices counted at least').fill('5');
     await panel.getByTestId('auto-halt-save').click();
     await expect
-      .poll(async () => (await getJson<{ versions: { version: string; autoHalt: unknown }[] }>(`${base}/api/software/app-launcher`)).versions.find((v) => v.version === '1.3.0')?.autoHalt, { timeout: 10_000 })
+      .poll(
+        async () =>
+          (
+            await getJson<{ versions: { version: string; autoHalt: unknown }[] }>(`${base}/api/software/app-launcher`)
+          ).versions.find((v) => v.version === '1.3.0')?.autoHalt,
+        { timeout: 10_000 },
+      )
       .toEqual({ maxQuietRate: 0.3, minDevices: 5 });
 
     // Halt: nobody new is offered 1.3.0; a launcher already on it is not sent back.
@@ -416,7 +491,12 @@ describe('admin console in Chromium against the real service', () => {
     await screenshot(page, '04i-revoke-confirm', { dialog: true });
     await page.getByTestId('confirm-yes').click();
     await panel.getByTestId('revoked-alert').scrollIntoViewIfNeeded();
-    expect(await offered(130, 'pc-0')).toMatchObject({ hasUpdate: true, forceUpdate: true, downgrade: true, latest: { version: '1.2.0' } });
+    expect(await offered(130, 'pc-0')).toMatchObject({
+      hasUpdate: true,
+      forceUpdate: true,
+      downgrade: true,
+      latest: { version: '1.2.0' },
+    });
     expect((await fetch(`${base}/api/software/download/${v130.id}`)).status).toBe(410);
     await screenshot(page, '04j-revoked', { dialog: true });
 
@@ -432,32 +512,49 @@ describe('admin console in Chromium against the real service', () => {
   it('shows an automatic halt, with its reason and time, as soon as the service applies it', async () => {
     // In Chinese: the operator's language around the service's (English) halt reason.
     const { page, row, panel } = await openRollout('1.3.0', 'zh-CN');
-    await panel.getByTestId('rollout-current').filter({ hasText: /^100%$/ }).waitFor();
+    await panel
+      .getByTestId('rollout-current')
+      .filter({ hasText: /^100%$/ })
+      .waitFor();
     expect(await panel.getByTestId('health-quiet').textContent()).toBe('–');
 
     // The heartbeat history of a bad build, where the service keeps it: six launchers took 1.3.0
     // twenty minutes ago and fell silent a minute later (the auto-halt rule saved above: > 30 % over ≥ 5 devices).
     const db = new Database(path.join(service.dir, 'app.db'));
     const since = Date.now() - 20 * 60_000;
-    const insert = db.prepare('INSERT INTO device_versions (device_id, app_version, first_seen_ms, last_seen_ms, quiet_from_ms) VALUES (?, ?, ?, ?, NULL)');
+    const insert = db.prepare(
+      'INSERT INTO device_versions (device_id, app_version, first_seen_ms, last_seen_ms, quiet_from_ms) VALUES (?, ?, ?, ?, NULL)',
+    );
     for (let i = 0; i < 6; i++) insert.run(`crashed-${i}`, '1.3.0', since, since + 60_000);
     db.close();
 
     // The panel's next health read (every 15 s) applies the halt; the panel and the row follow without a reload.
-    await panel.getByTestId('halted-alert').getByText('quietAfterUpdate 1.000 > maxQuietRate 0.3 over 6 devices').waitFor({ timeout: 30_000 });
+    await panel
+      .getByTestId('halted-alert')
+      .getByText('quietAfterUpdate 1.000 > maxQuietRate 0.3 over 6 devices')
+      .waitFor({ timeout: 30_000 });
     expect(await panel.getByTestId('rollout-current').textContent()).toBe('0%');
     expect(await panel.getByTestId('health-quiet').textContent()).toBe('100%');
     await panel.getByText('已于').waitFor();
     await row.getByText('已暂停').waitFor();
     await panel.getByTestId('halted-alert').scrollIntoViewIfNeeded();
     await screenshot(page, '04k-auto-halted-zh', { dialog: true });
-    expect(await getJson<{ latest: { version: string } }>(`${base}/api/software/check-update?slug=app-launcher&versionCode=120&deviceId=fleet-0`)).toMatchObject({
+    expect(
+      await getJson<{ latest: { version: string } }>(
+        `${base}/api/software/check-update?slug=app-launcher&versionCode=120&deviceId=fleet-0`,
+      ),
+    ).toMatchObject({
       latest: { version: '1.2.0' },
     });
   });
 
   it('lists the signing keys with their fingerprints and rotates after a confirmation', async () => {
-    type Key = { keyId: string; publicKey: string; status: string; endorsement: { keyId: string; signature: string } | null };
+    type Key = {
+      keyId: string;
+      publicKey: string;
+      status: string;
+      endorsement: { keyId: string; signature: string } | null;
+    };
     const fingerprint = (key: Key) => sha256(Buffer.from(key.publicKey, 'base64')).match(/.{4}/g)!.join(' ');
     const [first] = await getJson<Key[]>(`${base}/api/signing-keys`);
     const page = await newPage();
@@ -753,7 +850,8 @@ describe('team accounts, roles and two-factor in the console', () => {
     const now = Math.floor(Date.now() / slot) * slot - slot;
     const sample = db.prepare('INSERT OR REPLACE INTO device_samples (at, app_version, online) VALUES (?, ?, ?)');
     const record = (at: number, byVersion: Record<string, number>) => {
-      for (const [version, online] of Object.entries(byVersion)) sample.run(new Date(at).toISOString(), version, online);
+      for (const [version, online] of Object.entries(byVersion))
+        sample.run(new Date(at).toISOString(), version, online);
     };
     db.transaction(() => {
       // At most 21 + 11 = 32 a slot, …
@@ -772,13 +870,26 @@ describe('team accounts, roles and two-factor in the console', () => {
     const history = page.getByTestId('online-history');
     await expect.poll(() => history.getByTestId('history-peak').textContent()).toBe('42');
     await history.locator('.recharts-area').first().waitFor();
-    expect(await history.locator('.recharts-area').count()).toBe(2);
+    // One area per version online in the period: the two recorded here, and whatever the service's
+    // own sampler recorded meanwhile from the launchers of earlier tests.
+    const versionsOnline = (since: number) => {
+      const read = new Database(path.join(service.dir, 'app.db'), { readonly: true });
+      try {
+        const row = read
+          .prepare('SELECT count(DISTINCT app_version) AS n FROM device_samples WHERE at >= ? AND online > 0')
+          .get(new Date(since).toISOString()) as { n: number };
+        return row.n;
+      } finally {
+        read.close();
+      }
+    };
+    expect(await history.locator('.recharts-area').count()).toBe(versionsOnline(Date.now() - 24 * 3600_000));
     await history.getByText('2.1.0').first().waitFor();
     await screenshot(page, '16-dashboard-history');
     await history.getByTestId('history-range').getByText('30 days').click();
     await expect.poll(() => history.getByTestId('history-peak').textContent()).toBe('57');
     await history.getByText('2.2.0').first().waitFor();
-    expect(await history.locator('.recharts-area').count()).toBe(3);
+    expect(await history.locator('.recharts-area').count()).toBe(versionsOnline(Date.now() - 30 * 24 * 3600_000));
     await screenshot(page, '17-dashboard-history-30d');
   });
 });
