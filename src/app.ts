@@ -12,8 +12,11 @@ import type { DatabaseHandle } from './db/index.js';
 import { originGuard } from './http/auth.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installInputChecks } from './http/input.js';
+import { installRequestIdHeader, requestId } from './http/request-id.js';
 import { installBodyDeadline, serverTimeouts } from './http/timeouts.js';
 import { URL_FORMATS } from './http/urls.js';
+import { Metrics } from './metrics/metrics.js';
+import { metricsPlugin } from './metrics/plugin.js';
 import { addonRoutes } from './modules/addons/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { contentRoutes } from './modules/content/routes.js';
@@ -26,6 +29,7 @@ import { fileRoutes } from './modules/files/routes.js';
 import { FileService } from './modules/files/service.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
+import { healthRoutes, Readiness } from './modules/system/health.js';
 import { systemRoutes } from './modules/system/routes.js';
 import type { Storage } from './storage/storage.js';
 
@@ -40,6 +44,8 @@ export interface AppDeps {
 export interface App {
   readonly server: FastifyInstance;
   readonly ctx: AppContext;
+  /** `/readyz` answers 503 from now on (the instance keeps serving until `close`). */
+  beginShutdown(): void;
   /** Writes buffered heartbeats and closes the server; the database and store stay open. */
   close(): Promise<void>;
 }
@@ -56,30 +62,40 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ...serverTimeouts(config.timeouts),
     clientErrorHandler: answerClientError,
     frameworkErrors: answerFrameworkError,
+    requestIdHeader: false,
+    genReqId: requestId,
     // A line per request only at debug: launchers poll and beat every minute, and at info those lines
     // would cost more than the answers. Failures are logged by the error handler at any level.
-    logController: new LogController({ disableRequestLogging: !['debug', 'trace'].includes(config.logLevel) }),
+    logController: new LogController({
+      disableRequestLogging: !['debug', 'trace'].includes(config.logLevel),
+      requestIdLogLabel: 'requestId',
+    }),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const db = database.db;
-  const files = new FileService(db, storage);
+  const metrics = config.metrics ? new Metrics({ database, devicesOnline: () => ctx.devices.countOnline() }) : null;
+  const readiness = new Readiness();
+  const files = new FileService(db, storage, metrics?.uploaded);
   const ctx: AppContext = {
     config,
     db,
     engine: database.engine,
     storage,
-    cache: new ContentCache(db, config.cacheCheckMs),
+    cache: new ContentCache(db, config.cacheCheckMs, metrics?.cacheLookup),
     auth: new AuthService(db),
     files,
-    downloads: new DownloadService(db, storage, files),
+    downloads: new DownloadService(db, storage, files, metrics?.downloadCounted),
     devices: new DeviceService(
       db,
       { flushMs: config.heartbeatFlushMs, devicesPerAddressHour: config.devicesPerAddressHour },
       (err) => server.log.error({ err }, 'heartbeat flush failed'),
+      metrics?.heartbeats,
     ),
   };
 
   installErrorHandling(server);
+  installRequestIdHeader(server);
+  if (metrics) await server.register(metricsPlugin(metrics, config.metricsToken));
   installBodyDeadline(server, config.timeouts.body);
   installInputChecks(server);
   server.decorateRequest('admin', null);
@@ -117,7 +133,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(swaggerUi, { routePrefix: '/docs' });
   server.get('/openapi.json', { schema: { hide: true } }, async () => server.swagger());
 
-  await server.register(systemRoutes(ctx));
+  await server.register(systemRoutes());
+  await server.register(healthRoutes(ctx, readiness));
   await server.register(authRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
@@ -132,6 +149,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return {
     server,
     ctx,
+    beginShutdown: () => readiness.beginShutdown(),
     async close() {
       await server.close();
       await ctx.devices.close();

@@ -21,6 +21,12 @@ export interface Config {
   /** Distinct devices one client address may beat for per hour (0: no bound). */
   readonly devicesPerAddressHour: number;
   readonly timeouts: Timeouts;
+  /** `GET /metrics` and the instruments behind it; off measures the service without them. */
+  readonly metrics: boolean;
+  /** Bearer token `GET /metrics` requires, when set. */
+  readonly metricsToken: string | null;
+  /** How long a stopping instance answers `/readyz` with 503 (still serving) before it closes. */
+  readonly shutdownDrainMs: number;
 }
 
 /** How long a connection may take at each stage before the service drops it (milliseconds). */
@@ -115,6 +121,14 @@ function parseStorage(env: Env, dataDir: string): StorageConfig {
   throw new ConfigError('STORAGE must be s3://bucket/prefix or a local folder path, or be unset');
 }
 
+function parseMetricsToken(raw: string | undefined): string | null {
+  if (raw === undefined || raw === '') return null;
+  if (!/^[\x21-\x7e]{16,256}$/.test(raw)) {
+    throw new ConfigError('METRICS_TOKEN must be 16 to 256 printable characters without spaces');
+  }
+  return raw;
+}
+
 function parseBaseUrl(raw: string | undefined): string | null {
   if (raw === undefined || raw === '') return null;
   let url: URL;
@@ -174,5 +188,8 @@ export function loadConfig(env: Env = process.env): Config {
       idle: integer(env, 'IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
       request: integer(env, 'REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
     }),
+    metrics: env.METRICS === undefined ? true : flag(env, 'METRICS'),
+    metricsToken: parseMetricsToken(env.METRICS_TOKEN),
+    shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 5000, 0, 120_000),
   });
 }

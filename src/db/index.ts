@@ -13,7 +13,18 @@ export type Engine = DatabaseConfig['kind'];
 export interface DatabaseHandle {
   readonly db: Db;
   readonly engine: Engine;
+  /** What the connection side looks like now (metrics): pool counts, or SQLite's file sizes. */
+  usage(): DatabaseUsage;
   close(): Promise<void>;
+}
+
+export type DatabaseUsage =
+  | { readonly engine: 'postgres'; readonly total: number; readonly idle: number; readonly waiting: number }
+  | { readonly engine: 'sqlite'; readonly fileBytes: number; readonly walBytes: number };
+
+function sqliteUsage(file: string): DatabaseUsage {
+  const size = (f: string) => fs.statSync(f, { throwIfNoEntry: false })?.size ?? 0;
+  return { engine: 'sqlite', fileBytes: size(file), walBytes: size(`${file}-wal`) };
 }
 
 const INT8_OID = 20;
@@ -28,7 +39,10 @@ function sqliteDialect(file: string): SqliteDialect {
   return new SqliteDialect({ database: sqlite });
 }
 
-function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
+function postgresDialect(
+  url: string,
+  closing: () => boolean,
+): { dialect: PostgresDialect; usage: () => DatabaseUsage } {
   const pool = new pg.Pool({
     connectionString: url,
     max: 10,
@@ -46,13 +60,19 @@ function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
   pool.on('error', (err) => {
     if (!closing()) process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`);
   });
-  return new PostgresDialect({ pool });
+  return {
+    dialect: new PostgresDialect({ pool }),
+    usage: () => ({ engine: 'postgres', total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+  };
 }
 
 /** Opens the configured engine and applies every pending migration. */
 export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
   let closing = false;
-  const dialect = config.kind === 'sqlite' ? sqliteDialect(config.file) : postgresDialect(config.url, () => closing);
+  const { dialect, usage } =
+    config.kind === 'sqlite'
+      ? { dialect: sqliteDialect(config.file), usage: () => sqliteUsage(config.file) }
+      : postgresDialect(config.url, () => closing);
   const raw = new Kysely<unknown>({ dialect });
   const { error, results } = await new Migrator({ db: raw, provider: migrationProvider }).migrateToLatest();
   if (error !== undefined) {
@@ -64,6 +84,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
   return {
     db,
     engine: config.kind,
+    usage,
     close: () => {
       closing = true;
       return raw.destroy();

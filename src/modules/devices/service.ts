@@ -23,6 +23,12 @@ interface Pending {
   heartbeatCount: number;
 }
 
+/** What the service reports as it works (metrics). */
+export interface HeartbeatObserver {
+  accepted(): void;
+  flushed(rows: number, seconds: number): void;
+}
+
 /** Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). */
 const BATCH_ROWS = 1000;
 
@@ -72,6 +78,7 @@ export class DeviceService {
     private readonly db: Db,
     options: { flushMs: number; devicesPerAddressHour: number },
     private readonly onError: (err: unknown) => void,
+    private readonly observer?: HeartbeatObserver,
   ) {
     this.window = new AddressWindow(options.devicesPerAddressHour);
     this.timer = setInterval(() => void this.flush().catch(this.onError), options.flushMs);
@@ -107,6 +114,7 @@ export class DeviceService {
       lastSeenAt: now,
       heartbeatCount: (previous?.heartbeatCount ?? 0) + 1,
     });
+    this.observer?.accepted();
   }
 
   /** Writes every acknowledged heartbeat; concurrent calls run one after another. */
@@ -119,6 +127,7 @@ export class DeviceService {
     if (this.pending.size === 0) return;
     const batch = [...this.pending.values()];
     this.pending = new Map();
+    const started = performance.now();
     try {
       for (let i = 0; i < batch.length; i += BATCH_ROWS) {
         await this.db
@@ -136,6 +145,7 @@ export class DeviceService {
           )
           .execute();
       }
+      this.observer?.flushed(batch.length, (performance.now() - started) / 1000);
     } catch (err) {
       // Keep what was not written for the next flush, merged with what arrived since.
       for (const row of batch) {
@@ -161,14 +171,20 @@ export class DeviceService {
     return new Date(now - OFFLINE_AFTER_MS).toISOString();
   }
 
+  /** Devices online now, whichever instance received their heartbeats (one indexed count). */
+  async countOnline(now = Date.now()): Promise<number> {
+    const row = await this.db
+      .selectFrom('devices')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('lastSeenAt', '>=', this.onlineSince(now))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   async stats(now = Date.now()) {
     const since = this.onlineSince(now);
     const [online, total, byVersion, byOs] = await Promise.all([
-      this.db
-        .selectFrom('devices')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('lastSeenAt', '>=', since)
-        .executeTakeFirstOrThrow(),
+      this.countOnline(now),
       this.db
         .selectFrom('devices')
         .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -177,7 +193,7 @@ export class DeviceService {
       this.groupOnline('os', since),
     ]);
     return {
-      online: Number(online.n),
+      online,
       total: Number(total.n),
       onlineByAppVersion: byVersion.map((r) => ({ appVersion: r.key ?? '', count: Number(r.count) })),
       onlineByOs: byOs.map((r) => ({ os: r.key ?? '', count: Number(r.count) })),

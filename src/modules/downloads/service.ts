@@ -55,6 +55,8 @@ export class DownloadService {
     private readonly db: Db,
     private readonly storage: Storage,
     private readonly files: FileService,
+    /** Told of every counted download (metrics). */
+    private readonly onCounted?: (kind: DownloadKind) => void,
   ) {}
 
   async serve(request: FastifyRequest, reply: FastifyReply, target: DownloadTarget, options: ServeOptions) {
@@ -169,6 +171,7 @@ export class DownloadService {
   }
 
   private async rollUp(trx: Db, kind: DownloadKind): Promise<void> {
+    this.onCounted?.(kind);
     await trx
       .insertInto('downloadDaily')
       .values({ day: dayOf(new Date()), kind, count: 1 })

@@ -57,6 +57,8 @@ export class FileService {
   constructor(
     private readonly db: Db,
     private readonly storage: Storage,
+    /** Told the size of every stored upload (metrics). */
+    private readonly onUploaded?: (bytes: number) => void,
   ) {}
 
   async upload(source: Readable, originalName: string, mimeType: string): Promise<UploadedFile> {
@@ -73,6 +75,7 @@ export class FileService {
         createdAt: nowIso(),
       })
       .execute();
+    this.onUploaded?.(written.size);
     return { filePath: filePathFromKey(key), originalName, ...written };
   }
 
