@@ -10,6 +10,8 @@ import { type BenchTarget, median, type Scenario, type ScenarioProvider } from '
  * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name]
  * Loads each scenario on the real service and on a bare node:http server (same body size) in turn,
  * `rounds` times, and prints medians and the ratio of the two rates.
+ * --compare KEY=VALUE[,KEY=VALUE]: the other side is the service itself with those settings (e.g.
+ * METRICS=off), on the same database and files, instead of the bare server.
  */
 const { values: args } = parseArgs({
   options: {
@@ -18,6 +20,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '32' },
     only: { type: 'string' },
+    compare: { type: 'string' },
   },
 });
 const engine = args.db === 'postgres' ? 'postgres' : 'sqlite';
@@ -94,7 +97,9 @@ async function providers(): Promise<ScenarioProvider[]> {
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
 const password = 'bench-password-1';
-const server = await startServer({
+const compareEnv =
+  args.compare === undefined ? null : Object.fromEntries(args.compare.split(',').map((kv) => kv.split('=', 2)));
+const serviceEnv = {
   DATA_DIR: dataDir,
   ADMIN_PASSWORD: password,
   // What operators run: the default level.
@@ -103,8 +108,9 @@ const server = await startServer({
   // The heartbeat scenario beats for 20,000 devices from one address.
   DEVICES_PER_IP_HOUR: '0',
   ...(database.config.kind === 'postgres' ? { DATABASE_URL: database.config.url } : {}),
-});
-const baseline = await startBaseline();
+};
+const server = await startServer(serviceEnv);
+const baseline = compareEnv ? await startServer({ ...serviceEnv, ...compareEnv }) : await startBaseline();
 
 try {
   const login = await fetch(`${server.url}/api/admin/login`, {
@@ -124,6 +130,7 @@ try {
   for (const provide of await providers()) scenarios.push(...(await provide(target)));
   const chosen = scenarios.filter((s) => args.only === undefined || s.name.includes(args.only));
 
+  if (compareEnv) console.log(`"bare" columns: the service with ${args.compare}`);
   console.log(
     `engine ${engine}; ${connections} connections; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
@@ -143,7 +150,11 @@ try {
     const service: Measure[] = [];
     const bare: Measure[] = [];
     for (let round = 0; round < rounds; round += 1) {
-      bare.push(await load(`${baseline.url}/?bytes=${bytes}`, { ...scenario, path: '/' }));
+      bare.push(
+        compareEnv
+          ? await load(baseline.url + scenario.path, scenario)
+          : await load(`${baseline.url}/?bytes=${bytes}`, { ...scenario, path: '/' }),
+      );
       service.push(await load(server.url + scenario.path, scenario));
     }
     const rps = median(service.map((m) => m.rps));
