@@ -110,6 +110,7 @@ export interface paths {
                         descriptionEn?: string;
                         /** @description Chinese text */
                         descriptionZh?: string;
+                        /** Format: image-ref */
                         iconUrl?: string | null;
                         /** @description alias of nameZh */
                         name?: string;
@@ -247,6 +248,7 @@ export interface paths {
                         descriptionEn?: string;
                         /** @description Chinese text */
                         descriptionZh?: string;
+                        /** Format: image-ref */
                         iconUrl?: string | null;
                         /** @description alias of nameZh */
                         name?: string;
@@ -424,6 +426,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: image-ref */
                         imageUrl: string;
                         sortOrder?: number;
                     };
@@ -1197,6 +1200,7 @@ export interface paths {
                         contentEn?: string;
                         /** @description Chinese text */
                         contentZh?: string;
+                        /** Format: image-ref */
                         coverImage?: string;
                         /** @description default true */
                         published?: boolean;
@@ -1301,6 +1305,7 @@ export interface paths {
                         contentEn?: string;
                         /** @description Chinese text */
                         contentZh?: string;
+                        /** Format: image-ref */
                         coverImage?: string;
                         /** @description default true */
                         published?: boolean;
@@ -1548,6 +1553,7 @@ export interface paths {
                     "application/json": {
                         /** @description default true */
                         enabled?: boolean;
+                        /** Format: image-ref */
                         imageUrl: string;
                         sortOrder?: number;
                     };
@@ -1610,6 +1616,7 @@ export interface paths {
                     "application/json": {
                         /** @description default true */
                         enabled?: boolean;
+                        /** Format: image-ref */
                         imageUrl?: string;
                         sortOrder?: number;
                     };
@@ -1814,6 +1821,7 @@ export interface paths {
                     "application/json": {
                         /** @description default true */
                         enabled?: boolean;
+                        /** Format: image-ref */
                         imageUrl: string;
                         sortOrder?: number;
                         /** @description alias of titleZh */
@@ -1887,6 +1895,7 @@ export interface paths {
                     "application/json": {
                         /** @description default true */
                         enabled?: boolean;
+                        /** Format: image-ref */
                         imageUrl?: string;
                         sortOrder?: number;
                         /** @description alias of titleZh */
@@ -2037,6 +2046,17 @@ export interface paths {
                         };
                     };
                 };
+                /** @description every failure */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
             };
         };
         delete?: never;
@@ -2131,6 +2151,7 @@ export interface paths {
                         /** @description Chinese text */
                         changelogZh?: string;
                         downloadType?: "local" | "url";
+                        /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
                         fileSize?: number;
@@ -2239,6 +2260,7 @@ export interface paths {
                         /** @description Chinese text */
                         changelogZh?: string;
                         downloadType?: "local" | "url";
+                        /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
                         fileSize?: number;
@@ -2375,6 +2397,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** Format: image-ref */
                         imageUrl?: string;
                         sortOrder?: number;
                     };
@@ -2859,6 +2882,7 @@ export interface paths {
                         changelogZh?: string;
                         /** @enum {string} */
                         downloadType?: "local" | "url";
+                        /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
                         fileSize?: number;
@@ -3381,6 +3405,7 @@ export interface paths {
                         changelogZh?: string;
                         /** @enum {string} */
                         downloadType?: "local" | "url";
+                        /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
                         fileSize?: number;
@@ -3638,7 +3663,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness and database reachability, for load balancers */
+        /** Liveness: 200 while the process runs (the database is not asked; see /readyz) */
         get: {
             parameters: {
                 query?: never;
@@ -3659,6 +3684,58 @@ export interface paths {
                             /** @enum {boolean} */
                             ok: true;
                             storage: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Readiness: the database and the store answer and the instance is not shutting down (else 503) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            database: string;
+                            /** @enum {boolean} */
+                            ok: true;
+                            storage: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
                         };
                     };
                 };
