@@ -149,13 +149,15 @@ try {
     if (!sample.ok) throw new Error(`${scenario.name}: ${sample.status}`);
     const service: Measure[] = [];
     const bare: Measure[] = [];
+    const other = () =>
+      compareEnv
+        ? load(baseline.url + scenario.path, scenario)
+        : load(`${baseline.url}/?bytes=${bytes}`, { ...scenario, path: '/' });
     for (let round = 0; round < rounds; round += 1) {
-      bare.push(
-        compareEnv
-          ? await load(baseline.url + scenario.path, scenario)
-          : await load(`${baseline.url}/?bytes=${bytes}`, { ...scenario, path: '/' }),
-      );
+      // Each side goes first every other round, so that a drift in the machine's load favours neither.
+      if (round % 2 === 0) bare.push(await other());
       service.push(await load(server.url + scenario.path, scenario));
+      if (round % 2 === 1) bare.push(await other());
     }
     const rps = median(service.map((m) => m.rps));
     const bareRps = median(bare.map((m) => m.rps));
