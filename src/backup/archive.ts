@@ -83,19 +83,26 @@ async function migrationsOf(db: RawDb): Promise<string[]> {
   return rows.map((r) => r.name);
 }
 
+/** Hashes and counts what flows through `stream` (a listener beside its consumer); call once it ended. */
+function measure(stream: Readable, name: string): () => FileEntry {
+  const hash = createHash('sha256');
+  let size = 0;
+  stream.on('data', (chunk: Buffer) => {
+    hash.update(chunk);
+    size += chunk.length;
+  });
+  return () => ({ name, size, sha256: hash.digest('hex') });
+}
+
 /** Adds `source` (of `size` bytes) as `name`, answering its size and sha256 once written. */
 function addEntry(pack: Pack, name: string, size: number, source: Readable): Promise<FileEntry> {
-  const hash = createHash('sha256');
-  let written = 0;
-  source.on('data', (chunk: Buffer) => {
-    hash.update(chunk);
-    written += chunk.length;
-  });
+  const measured = measure(source, name);
   return new Promise((resolve, reject) => {
     const entry = pack.entry({ name, size, mode: 0o644 }, (err) => {
+      const written = measured();
       if (err) reject(err);
-      else if (written !== size) reject(new BackupError(`${name} changed size while it was archived`));
-      else resolve({ name, size, sha256: hash.digest('hex') });
+      else if (written.size !== size) reject(new BackupError(`${name} changed size while it was archived`));
+      else resolve(written);
     });
     pipeline(source, entry).catch(reject);
   });
@@ -267,14 +274,9 @@ async function text(entry: Entry): Promise<string> {
 /** Writes an entry to `file`, answering its size and sha256. */
 async function saveEntry(entry: Entry, file: string): Promise<FileEntry> {
   await fs.promises.mkdir(path.dirname(file), { recursive: true });
-  const hash = createHash('sha256');
-  let size = 0;
-  entry.on('data', (chunk: Buffer) => {
-    hash.update(chunk);
-    size += chunk.length;
-  });
+  const measured = measure(entry, entry.header.name);
   await pipeline(entry, fs.createWriteStream(file, { flags: 'wx' }));
-  return { name: entry.header.name, size, sha256: hash.digest('hex') };
+  return measured();
 }
 
 /** Inserts an NDJSON table entry into `db`: its columns must all exist in the target table. */
@@ -383,14 +385,9 @@ export async function restore(config: Config, from: string, log: Log): Promise<M
           emptied = true;
         }
         const table = name.slice('tables/'.length).replace(/\.ndjson$/, '');
-        const hash = createHash('sha256');
-        let size = 0;
-        entry.on('data', (chunk: Buffer) => {
-          hash.update(chunk);
-          size += chunk.length;
-        });
+        const measured = measure(entry, name);
         counts[table] = await loadTable(db, table, targetTables.find((t) => t.table === table)?.columns, entry);
-        seen.set(name, { name, size, sha256: hash.digest('hex') });
+        seen.set(name, measured());
       } else if (name.startsWith('uploads/') && isSafeKey(name.slice('uploads/'.length))) {
         seen.set(name, await saveEntry(entry, path.join(staging, ...name.slice('uploads/'.length).split('/'))));
       } else {
