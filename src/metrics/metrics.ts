@@ -134,22 +134,10 @@ export class Metrics {
     }
   }
 
-  /** The bound series of each (method, status, route) seen: a request costs one map lookup, not label hashing. */
-  private readonly series = new Map<string, { count: { inc(): void }; latency: { observe(v: number): void } }>();
-
   /** One answered request; `route` is the route pattern (bounded), never the URL. */
   answered(method: string, route: string, status: number, seconds: number): void {
-    const key = `${method} ${status} ${route}`;
-    let series = this.series.get(key);
-    if (series === undefined) {
-      series = {
-        count: this.requests.labels({ method, route, status }),
-        latency: this.duration.labels({ method, route }),
-      };
-      this.series.set(key, series);
-    }
-    series.count.inc();
-    series.latency.observe(seconds);
+    this.requests.inc({ method, route, status });
+    this.duration.observe({ method, route }, seconds);
   }
 
   /** A counter for the bytes of one kind, bound once so that each chunk costs one addition. */
