@@ -30,6 +30,8 @@ COPY --from=build /app/package.json /app/package-lock.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/admin/dist ./admin/dist
+# npm run backup / restore check the build with it (and find no sources to rebuild from).
+COPY --from=build /app/scripts/ensure-build.mjs ./scripts/ensure-build.mjs
 # The embedded database and the local file store live in /data; the app files stay root-owned.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -12,6 +12,8 @@ import { type Baseline, type BenchRun, median, type Scenario, type ScenarioProvi
  * Loads each scenario on the real service and on its baseline (by default a bare node:http server
  * answering the same number of bytes) in turn, `rounds` times, and prints medians, the ratio of the
  * two rates and the p99 of each server's event-loop delay while it was loaded.
+ * --compare KEY=VALUE[,KEY=VALUE]: the default baseline is the service itself with those settings
+ * (e.g. METRICS=off), on the same database and files, instead of the bare server.
  */
 const { values: args } = parseArgs({
   options: {
@@ -20,6 +22,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '32' },
     only: { type: 'string' },
+    compare: { type: 'string' },
   },
 });
 const engine = args.db === 'postgres' ? 'postgres' : 'sqlite';
@@ -161,6 +164,8 @@ async function providers(): Promise<ScenarioProvider[]> {
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
 const password = 'bench-password-1';
+const compareEnv =
+  args.compare === undefined ? null : Object.fromEntries(args.compare.split(',').map((kv) => kv.split('=', 2)));
 const serviceEnv = {
   DATA_DIR: dataDir,
   ADMIN_PASSWORD: password,
@@ -174,6 +179,7 @@ const serviceEnv = {
 const server = await startServer(serviceEnv, 30_000, ['--import', PROBE]);
 const baseline = await startBaseline(path.join(dataDir, 'uploads'));
 const cleanups: Array<() => Promise<unknown>> = [];
+const compared = compareEnv ? await startServer({ ...serviceEnv, ...compareEnv }) : null;
 
 try {
   const login = await fetch(`${server.url}/api/admin/login`, {
@@ -199,7 +205,7 @@ try {
   const scenarios: Scenario[] = [];
   for (const provide of await providers()) scenarios.push(...(await provide(target)));
   const chosen = scenarios.filter((s) => args.only === undefined || s.name.includes(args.only));
-
+  if (compared) console.log(`"base" columns: the service with ${args.compare}`);
   console.log(
     `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
@@ -220,7 +226,11 @@ try {
     });
     const bytes = (await sample.arrayBuffer()).byteLength;
     if (!sample.ok) throw new Error(`${scenario.name}: ${sample.status}`);
-    const base: Baseline = scenario.baseline ?? { ...target.bare, url: `${baseline.url}/?bytes=${bytes}` };
+    const base: Baseline =
+      scenario.baseline ??
+      (compared
+        ? { name: `service with ${args.compare}`, url: compared.url + scenario.path, process: compared.child }
+        : { ...target.bare, url: `${baseline.url}/?bytes=${bytes}` });
     const service: Measure[] = [];
     const bare: Measure[] = [];
     // The scenario compared against runs in the same rounds, interleaved, so both see the same machine.
@@ -262,6 +272,7 @@ try {
 } finally {
   while (cleanups.length > 0) await cleanups.pop()?.();
   baseline.child.kill('SIGTERM');
+  await compared?.stop('SIGTERM');
   await server.stop('SIGTERM');
   await database.drop();
   fs.rmSync(dataDir, { recursive: true, force: true });

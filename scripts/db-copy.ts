@@ -12,12 +12,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Kysely, sql } from 'kysely';
 import { ConfigError, type DatabaseConfig } from '../src/config.js';
-import { type DatabaseHandle, type Engine, openDatabase } from '../src/db/index.js';
-
-type Row = Record<string, unknown>;
-type RawDb = Kysely<Record<string, Row>>;
+import { type DatabaseHandle, openDatabase } from '../src/db/index.js';
+import {
+  batchSize,
+  countRows,
+  emptyTables,
+  insertRows,
+  occupiedTables,
+  type RawDb,
+  readBatches,
+  tablesInOrder,
+  tablesOf,
+} from '../src/db/tables.js';
 
 export interface CopyOptions {
   /** Replace the rows of a target that already holds data. */
@@ -53,92 +60,6 @@ export function describeDatabase(config: DatabaseConfig): string {
   return `PostgreSQL ${url.toString()}`;
 }
 
-/** Kysely's own bookkeeping; each side keeps its own, written by its migrator. */
-const INTERNAL = new Set(['kysely_migration', 'kysely_migration_lock']);
-
-async function tablesOf(db: RawDb, engine: Engine): Promise<Map<string, string[]>> {
-  const tables = await db.introspection.getTables();
-  const out = new Map<string, string[]>();
-  for (const t of tables) {
-    if (t.isView || INTERNAL.has(t.name)) continue;
-    if (engine === 'postgres' && t.schema !== undefined && t.schema !== 'public') continue;
-    out.set(
-      t.name,
-      t.columns.map((c) => c.name),
-    );
-  }
-  return out;
-}
-
-/** `child → parents` foreign-key edges between tables. */
-async function foreignKeys(db: RawDb, engine: Engine, tables: Iterable<string>): Promise<Map<string, Set<string>>> {
-  const edges = new Map<string, Set<string>>();
-  if (engine === 'postgres') {
-    const { rows } = await sql<{ child: string; parent: string }>`
-      select c.conrelid::regclass::text as child, c.confrelid::regclass::text as parent
-      from pg_constraint c
-      where c.contype = 'f' and c.connamespace = 'public'::regnamespace`.execute(db);
-    for (const { child, parent } of rows) {
-      if (!edges.has(child)) edges.set(child, new Set());
-      edges.get(child)?.add(parent);
-    }
-    return edges;
-  }
-  for (const table of tables) {
-    const { rows } = await sql<{
-      parent: string;
-    }>`select "table" as parent from pragma_foreign_key_list(${table})`.execute(db);
-    edges.set(table, new Set(rows.map((r) => r.parent)));
-  }
-  return edges;
-}
-
-/** Tables ordered so that every table comes after the tables it references. */
-function parentsFirst(tables: string[], edges: Map<string, Set<string>>): string[] {
-  const ordered: string[] = [];
-  const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (table: string) => {
-    if (state.get(table) === 'done') return;
-    if (state.get(table) === 'visiting') throw new CopyError(`foreign keys form a cycle through ${table}`);
-    state.set(table, 'visiting');
-    for (const parent of [...(edges.get(table) ?? [])].sort()) {
-      if (parent !== table && tables.includes(parent)) visit(parent);
-    }
-    state.set(table, 'done');
-    ordered.push(table);
-  };
-  for (const table of [...tables].sort()) visit(table);
-  return ordered;
-}
-
-/** Primary-key columns in key order: the keyset that batches walk through. */
-async function primaryKey(db: RawDb, engine: Engine, table: string): Promise<string[]> {
-  if (engine === 'postgres') {
-    const { rows } = await sql<{ name: string }>`
-      select a.attname as name
-      from pg_index i
-      cross join lateral unnest(i.indkey) with ordinality as k(attnum, position)
-      join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
-      where i.indrelid = ${table}::regclass and i.indisprimary
-      order by k.position`.execute(db);
-    return rows.map((r) => r.name);
-  }
-  const { rows } = await sql<{ name: string; pk: number }>`
-    select name, pk from pragma_table_info(${table}) where pk > 0 order by pk`.execute(db);
-  return rows.map((r) => r.name);
-}
-
-async function countRows(db: RawDb, table: string): Promise<number> {
-  const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(table)}`.execute(db);
-  return Number(rows[0]?.n ?? 0);
-}
-
-/** Tables that migrations seed with bookkeeping rows (cache version counters); they do not count as data. */
-const BOOKKEEPING = new Set(['content_state']);
-
-/** Parameters per statement stay under both engines' limits (PostgreSQL 65535, SQLite 32766). */
-const MAX_PARAMETERS = 30_000;
-
 /**
  * Copies every table of `source` into `target` and verifies the row counts. Both handles must come
  * from `openDatabase` (so both are migrated to the same schema).
@@ -153,55 +74,33 @@ export async function copyDatabase(
   const to = target.db.withoutPlugins() as unknown as RawDb;
 
   const sourceTables = await tablesOf(from, source.engine);
-  const targetTables = await tablesOf(to, target.engine);
-  for (const [table, columns] of targetTables) {
+  const targetTables = await tablesInOrder(to, target.engine);
+  for (const { table, columns } of targetTables) {
     const have = sourceTables.get(table);
     if (!have) throw new CopyError(`the source has no table ${table}`);
     const missing = columns.filter((c) => !have.includes(c));
     if (missing.length > 0) throw new CopyError(`the source table ${table} lacks columns ${missing.join(', ')}`);
   }
-  const extra = [...sourceTables.keys()].filter((t) => !targetTables.has(t));
+  const order = targetTables.map((t) => t.table);
+  const extra = [...sourceTables.keys()].filter((t) => !order.includes(t));
   if (extra.length > 0) throw new CopyError(`the target has no table for ${extra.join(', ')}`);
 
-  const order = parentsFirst([...targetTables.keys()], await foreignKeys(to, target.engine, targetTables.keys()));
-
-  const occupied: string[] = [];
-  for (const table of order) {
-    if (BOOKKEEPING.has(table)) continue;
-    const n = await countRows(to, table);
-    if (n > 0) occupied.push(`${table} (${n})`);
-  }
+  const occupied = await occupiedTables(to, order);
   if (occupied.length > 0 && !options.force) {
     throw new CopyError(`the target is not empty: ${occupied.join(', ')}; pass --force to replace its rows`);
   }
 
   const reports: TableReport[] = [];
   const copy = async (read: RawDb, write: RawDb) => {
-    // Children first, so that foreign keys hold while the target is emptied.
-    for (const table of [...order].reverse()) await sql`delete from ${sql.table(table)}`.execute(write);
-    for (const table of order) {
-      const columns = targetTables.get(table) ?? [];
-      const key = await primaryKey(read, source.engine, table);
-      const keyset = key.length > 0 ? key : columns;
+    await emptyTables(write, order);
+    for (const { table, columns } of targetTables) {
       const total = await countRows(read, table);
-      const batch = Math.max(1, Math.min(options.batchSize ?? 1000, Math.floor(MAX_PARAMETERS / columns.length)));
-      const list = sql.join(columns.map((c) => sql.ref(c)));
-      const keyList = sql.join(keyset.map((c) => sql.ref(c)));
+      const batch = batchSize(options.batchSize ?? 1000, columns.length);
       let copied = 0;
-      let last: Row | undefined;
-      for (;;) {
-        const after = last;
-        const where =
-          after === undefined ? sql`` : sql`where (${keyList}) > (${sql.join(keyset.map((c) => after[c]))})`;
-        const { rows } = await sql<Row>`
-          select ${list} from ${sql.table(table)} ${where} order by ${keyList} limit ${batch}`.execute(read);
-        if (rows.length === 0) break;
-        const values = sql.join(rows.map((row) => sql`(${sql.join(columns.map((c) => row[c] ?? null))})`));
-        await sql`insert into ${sql.table(table)} (${list}) values ${values}`.execute(write);
+      for await (const rows of readBatches(read, source.engine, table, columns, batch)) {
+        await insertRows(write, table, columns, rows);
         copied += rows.length;
-        last = rows[rows.length - 1];
         if (total > batch) log(`  ${table}: ${copied}/${total}`);
-        if (rows.length < batch) break;
       }
       const written = await countRows(write, table);
       if (copied !== total || written !== total) {

@@ -13,8 +13,11 @@ import type { DatabaseHandle } from './db/index.js';
 import { originGuard } from './http/auth.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installInputChecks } from './http/input.js';
+import { installRequestIdHeader, requestId } from './http/request-id.js';
 import { installBodyDeadline, serverTimeouts } from './http/timeouts.js';
 import { URL_FORMATS } from './http/urls.js';
+import { Metrics } from './metrics/metrics.js';
+import { metricsPlugin } from './metrics/plugin.js';
 import { addonRoutes } from './modules/addons/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { contentRoutes } from './modules/content/routes.js';
@@ -29,6 +32,7 @@ import { FileService } from './modules/files/service.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
+import { healthRoutes, Readiness } from './modules/system/health.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { SharedLimits } from './shared-limits.js';
 import { Signer } from './signing.js';
@@ -45,6 +49,8 @@ export interface AppDeps {
 export interface App {
   readonly server: FastifyInstance;
   readonly ctx: AppContext;
+  /** `/readyz` answers 503 from now on (the instance keeps serving until `close`). */
+  beginShutdown(): void;
   /** Writes buffered heartbeats and closes the server; the database and store stay open. */
   close(): Promise<void>;
 }
@@ -61,14 +67,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ...serverTimeouts(config.timeouts),
     clientErrorHandler: answerClientError,
     frameworkErrors: answerFrameworkError,
+    requestIdHeader: false,
+    genReqId: requestId,
     // A line per request only at debug: launchers poll and beat every minute, and at info those lines
     // would cost more than the answers. Failures are logged by the error handler at any level.
-    logController: new LogController({ disableRequestLogging: !['debug', 'trace'].includes(config.logLevel) }),
+    logController: new LogController({
+      disableRequestLogging: !['debug', 'trace'].includes(config.logLevel),
+      requestIdLogLabel: 'requestId',
+    }),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const db = database.db;
-  const files = new FileService(db, storage);
-  const cache = new ContentCache(db, config.cacheCheckMs);
+  const metrics = config.metrics ? new Metrics({ database, devicesOnline: () => ctx.devices.countOnline() }) : null;
+  const readiness = new Readiness();
+  const files = new FileService(db, storage, metrics?.uploaded);
+  const cache = new ContentCache(db, config.cacheCheckMs, metrics?.cacheLookup);
   const signer = new Signer(db, cache, { keyFile: config.signingKeyFile, overlapDays: config.signingOverlapDays });
   await signer.init();
   const limits = new SharedLimits(db);
@@ -84,6 +97,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
+      onCounted: metrics?.downloadCounted,
     }),
     limits,
     housekeeping: new DeviceHousekeeping(db, {
@@ -95,10 +109,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       limits,
       { flushMs: config.heartbeatFlushMs, devicesPerAddressHour: config.devicesPerAddressHour },
       (err) => server.log.error({ err }, 'heartbeat flush failed'),
+      metrics?.heartbeats,
     ),
   };
 
   installErrorHandling(server);
+  installRequestIdHeader(server);
+  if (metrics) await server.register(metricsPlugin(metrics, config.metricsToken));
   installBodyDeadline(server, config.timeouts.body);
   installInputChecks(server);
   installAudit(server, db);
@@ -142,7 +159,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(swaggerUi, { routePrefix: '/docs' });
   server.get('/openapi.json', { schema: { hide: true } }, async () => server.swagger());
 
-  await server.register(systemRoutes(ctx));
+  await server.register(systemRoutes());
+  await server.register(healthRoutes(ctx, readiness));
   await server.register(authRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
@@ -158,6 +176,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return {
     server,
     ctx,
+    beginShutdown: () => readiness.beginShutdown(),
     async close() {
       ctx.housekeeping.stop();
       await server.close();

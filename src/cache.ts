@@ -47,6 +47,8 @@ export class ContentCache {
   constructor(
     private readonly db: Db,
     private readonly checkMs: number,
+    /** Told of every lookup (metrics): the key and whether it was answered from memory. */
+    private readonly onLookup?: (key: string, hit: boolean) => void,
   ) {}
 
   /**
@@ -119,7 +121,9 @@ export class ContentCache {
   async get<T>(key: string, compute: () => Promise<T>): Promise<T> {
     const waiting = this.fresh();
     if (waiting) await waiting;
-    if (this.entries.has(key)) return this.entries.get(key) as T;
+    const hit = this.entries.has(key);
+    this.onLookup?.(key, hit);
+    if (hit) return this.entries.get(key) as T;
     const generation = this.generation;
     const value = await compute();
     if (generation === this.generation) {

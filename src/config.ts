@@ -28,6 +28,12 @@ export interface Config {
   readonly deviceRetentionDays: number;
   readonly ipRetentionDays: number;
   readonly downloadOffload: DownloadOffload | null;
+  /** `GET /metrics` and the instruments behind it; off measures the service without them. */
+  readonly metrics: boolean;
+  /** Bearer token `GET /metrics` requires, when set. */
+  readonly metricsToken: string | null;
+  /** How long a stopping instance answers `/readyz` with 503 (still serving) before it closes. */
+  readonly shutdownDrainMs: number;
 }
 
 /**
@@ -133,6 +139,14 @@ function parseStorage(env: Env, dataDir: string): StorageConfig {
   throw new ConfigError('STORAGE must be s3://bucket/prefix or a local folder path, or be unset');
 }
 
+function parseMetricsToken(raw: string | undefined): string | null {
+  if (raw === undefined || raw === '') return null;
+  if (!/^[\x21-\x7e]{16,256}$/.test(raw)) {
+    throw new ConfigError('METRICS_TOKEN must be 16 to 256 printable characters without spaces');
+  }
+  return raw;
+}
+
 function parseBaseUrl(raw: string | undefined): string | null {
   if (raw === undefined || raw === '') return null;
   let url: URL;
@@ -220,5 +234,8 @@ export function loadConfig(env: Env = process.env): Config {
     signingKeyFile: env.SIGNING_KEY_FILE ? path.resolve(env.SIGNING_KEY_FILE) : null,
     signingOverlapDays: integer(env, 'SIGNING_OVERLAP_DAYS', 30, 0, 3650),
     downloadOffload: parseOffload(env, storage),
+    metrics: env.METRICS === undefined ? true : flag(env, 'METRICS'),
+    metricsToken: parseMetricsToken(env.METRICS_TOKEN),
+    shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 5000, 0, 120_000),
   });
 }

@@ -14,7 +14,12 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info(`${signal}: closing; writing buffered heartbeats`);
+    // Readiness first: the load balancer sees /readyz fail and moves traffic away while this
+    // instance still answers what reaches it; only then does it stop taking requests.
+    app.beginShutdown();
+    log.info(`${signal}: not ready; draining for ${config.shutdownDrainMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
+    log.info('closing; writing buffered heartbeats');
     try {
       await app.close();
       await storage.close?.();
@@ -25,8 +30,8 @@ async function main(): Promise<void> {
       process.exit(1);
     }
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 
   await app.server.listen({ port: config.port, host: config.host });
   const where = config.database.kind === 'sqlite' ? `SQLite ${config.database.file}` : 'PostgreSQL';

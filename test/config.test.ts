@@ -136,3 +136,23 @@ describe('configuration', () => {
     expect(startupWarnings(loadConfig({ PUBLIC_BASE_URL: 'https://dl.example.com' }))).toEqual([]);
   });
 });
+
+describe('operations settings', () => {
+  it('metrics are on without a token, and readiness drains for 5 s, by default', () => {
+    expect(loadConfig({})).toMatchObject({ metrics: true, metricsToken: null, shutdownDrainMs: 5000 });
+    expect(
+      loadConfig({ METRICS: 'off', METRICS_TOKEN: 'a-long-scrape-token-1', SHUTDOWN_DRAIN_MS: '250' }),
+    ).toMatchObject({ metrics: false, metricsToken: 'a-long-scrape-token-1', shutdownDrainMs: 250 });
+    expect(loadConfig({ METRICS: 'on' }).metrics).toBe(true);
+  });
+
+  it.each([
+    [{ METRICS: 'sometimes' }, /METRICS must be true or false/],
+    [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN must be 16 to 256 printable characters/],
+    [{ METRICS_TOKEN: 'has a space in the middle' }, /METRICS_TOKEN/],
+    [{ SHUTDOWN_DRAIN_MS: '-5' }, /SHUTDOWN_DRAIN_MS must be a whole number/],
+    [{ SHUTDOWN_DRAIN_MS: '999999' }, /SHUTDOWN_DRAIN_MS must be between 0 and 120000/],
+  ])('refuses %j', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+});

@@ -125,6 +125,49 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('draining before shutdown', () => {
+  it('turns /readyz to 503 first, keeps serving for SHUTDOWN_DRAIN_MS, then closes and exits 0', async () => {
+    const { env } = await environment();
+    const drainMs = 1500;
+    const server = await start({ ...env, ADMIN_PASSWORD: 'process-pass', SHUTDOWN_DRAIN_MS: String(drainMs) });
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+    const exited = new Promise<number>((resolve) => server.child.once('exit', () => resolve(Date.now())));
+    const signalledAt = Date.now();
+    server.child.kill('SIGTERM');
+
+    // Poll until the instance reports not ready: the load balancer's signal to move traffic away.
+    let readiness = await fetch(`${server.url}/readyz`);
+    while (readiness.status === 200 && Date.now() - signalledAt < drainMs) {
+      readiness = await fetch(`${server.url}/readyz`);
+    }
+    expect(readiness.status).toBe(503);
+    expect(await readiness.json()).toEqual({ error: 'shutting down' });
+    // Meanwhile everything else is still answered (requests already on their way to it).
+    const beat = await fetch(`${server.url}/api/launcher/heartbeat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ deviceId: 'during-drain' }),
+    });
+    expect(beat.status).toBe(200);
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    expect(Date.now() - signalledAt).toBeLessThan(drainMs);
+
+    const exitedAt = await exited;
+    expect(exitedAt - signalledAt).toBeGreaterThanOrEqual(drainMs);
+    expect(server.child.exitCode).toBe(0);
+
+    // The heartbeat acknowledged during the drain was written at the close.
+    const restarted = await start({ ...env, ADMIN_PASSWORD: 'process-pass' });
+    const cookie = await loginCookie(restarted, 'process-pass');
+    const devices = (await (
+      await fetch(`${restarted.url}/api/admin/devices`, { headers: { cookie } })
+    ).json()) as Array<{
+      deviceId: string;
+    }>;
+    expect(devices.map((d) => d.deviceId)).toEqual(['during-drain']);
+  });
+});
+
 describe('streaming', () => {
   it('uploads and serves a 100 MiB file with flat memory', async () => {
     const { env } = await environment();

@@ -15,7 +15,18 @@ export type Engine = DatabaseConfig['kind'];
 export interface DatabaseHandle {
   readonly db: Db;
   readonly engine: Engine;
+  /** What the connection side looks like now (metrics): pool counts, or SQLite's file sizes. */
+  usage(): DatabaseUsage;
   close(): Promise<void>;
+}
+
+export type DatabaseUsage =
+  | { readonly engine: 'postgres'; readonly total: number; readonly idle: number; readonly waiting: number }
+  | { readonly engine: 'sqlite'; readonly fileBytes: number; readonly walBytes: number };
+
+function sqliteUsage(file: string): DatabaseUsage {
+  const size = (f: string) => fs.statSync(f, { throwIfNoEntry: false })?.size ?? 0;
+  return { engine: 'sqlite', fileBytes: size(file), walBytes: size(`${file}-wal`) };
 }
 
 const INT8_OID = 20;
@@ -101,7 +112,10 @@ function sqliteDialect(file: string, checkpointMs: number): EngineHandle {
   };
 }
 
-function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
+function postgresDialect(
+  url: string,
+  closing: () => boolean,
+): { dialect: PostgresDialect; usage: () => DatabaseUsage } {
   const pool = new pg.Pool({
     connectionString: url,
     max: 10,
@@ -119,7 +133,10 @@ function postgresDialect(url: string, closing: () => boolean): PostgresDialect {
   pool.on('error', (err) => {
     if (!closing()) process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`);
   });
-  return new PostgresDialect({ pool });
+  return {
+    dialect: new PostgresDialect({ pool }),
+    usage: () => ({ engine: 'postgres', total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+  };
 }
 
 /**
@@ -131,10 +148,10 @@ export async function openDatabase(
   sqliteCheckpointMs = SQLITE_CHECKPOINT_MS,
 ): Promise<DatabaseHandle> {
   let closing = false;
-  const engine: EngineHandle =
+  const engine: EngineHandle & { usage: () => DatabaseUsage } =
     config.kind === 'sqlite'
-      ? sqliteDialect(config.file, sqliteCheckpointMs)
-      : { dialect: postgresDialect(config.url, () => closing), stop: () => Promise.resolve() };
+      ? { ...sqliteDialect(config.file, sqliteCheckpointMs), usage: () => sqliteUsage(config.file) }
+      : { ...postgresDialect(config.url, () => closing), stop: () => Promise.resolve() };
   const raw = new Kysely<unknown>({ dialect: engine.dialect });
   const destroy = async () => {
     await engine.stop();
@@ -150,6 +167,7 @@ export async function openDatabase(
   return {
     db,
     engine: config.kind,
+    usage: engine.usage,
     close: () => {
       closing = true;
       return destroy();

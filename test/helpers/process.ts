@@ -37,7 +37,7 @@ export async function startServer(
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, path.join(ROOT, 'src/server.ts')], {
     cwd: ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '0', ...env },
     // An IPC channel for probes loaded with `nodeArgs` (bench/loop-probe.ts); unused otherwise.
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

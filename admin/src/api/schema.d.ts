@@ -5060,7 +5060,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness and database reachability, for load balancers */
+        /** Liveness: 200 while the process runs (the database is not asked; see /readyz) */
         get: {
             parameters: {
                 query?: never;
@@ -5081,6 +5081,58 @@ export interface paths {
                             /** @enum {boolean} */
                             ok: true;
                             storage: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Readiness: the database and the store answer and the instance is not shutting down (else 503) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            database: string;
+                            /** @enum {boolean} */
+                            ok: true;
+                            storage: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
                         };
                     };
                 };

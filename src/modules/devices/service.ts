@@ -34,6 +34,12 @@ interface PendingVersion {
   quietFromMs: number | null;
 }
 
+/** What the service reports as it works (metrics). */
+export interface HeartbeatObserver {
+  accepted(): void;
+  flushed(rows: number, seconds: number): void;
+}
+
 /** Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). */
 const BATCH_ROWS = 1000;
 
@@ -85,6 +91,7 @@ export class DeviceService {
     private readonly limits: SharedLimits,
     options: { flushMs: number; devicesPerAddressHour: number },
     private readonly onError: (err: unknown) => void,
+    private readonly observer?: HeartbeatObserver,
   ) {
     this.devicesPerAddressHour = options.devicesPerAddressHour;
     this.timer = setInterval(() => void this.flush().catch(this.onError), options.flushMs);
@@ -129,6 +136,7 @@ export class DeviceService {
       lastSeenAt: now,
       heartbeatCount: (previous?.heartbeatCount ?? 0) + 1,
     });
+    this.observer?.accepted();
   }
 
   private recordVersion(deviceId: string, appVersion: string | null, previous: Pending | undefined, atMs: number) {
@@ -153,6 +161,7 @@ export class DeviceService {
     const versions = this.pendingVersions;
     this.pending = new Map();
     this.pendingVersions = new Map();
+    const started = performance.now();
     try {
       for (let i = 0; i < batch.length; i += BATCH_ROWS) {
         await this.db
@@ -171,6 +180,7 @@ export class DeviceService {
           .execute();
       }
       await this.writeVersions(batch, versions);
+      this.observer?.flushed(batch.length, (performance.now() - started) / 1000);
     } catch (err) {
       // Keep what was not written for the next flush, merged with what arrived since.
       for (const [deviceId, version] of versions) {
@@ -232,14 +242,20 @@ export class DeviceService {
     return new Date(now - OFFLINE_AFTER_MS).toISOString();
   }
 
+  /** Devices online now, whichever instance received their heartbeats (one indexed count). */
+  async countOnline(now = clockNow()): Promise<number> {
+    const row = await this.db
+      .selectFrom('devices')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('lastSeenAt', '>=', this.onlineSince(now))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   async stats(now = clockNow()) {
     const since = this.onlineSince(now);
     const [online, total, byVersion, byOs] = await Promise.all([
-      this.db
-        .selectFrom('devices')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('lastSeenAt', '>=', since)
-        .executeTakeFirstOrThrow(),
+      this.countOnline(now),
       this.db
         .selectFrom('devices')
         .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -248,7 +264,7 @@ export class DeviceService {
       this.groupOnline('os', since),
     ]);
     return {
-      online: Number(online.n),
+      online,
       total: Number(total.n),
       onlineByAppVersion: byVersion.map((r) => ({ appVersion: r.key ?? '', count: Number(r.count) })),
       onlineByOs: byOs.map((r) => ({ os: r.key ?? '', count: Number(r.count) })),

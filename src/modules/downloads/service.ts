@@ -64,7 +64,12 @@ export class DownloadService {
     private readonly db: Db,
     private readonly storage: Storage,
     private readonly files: FileService,
-    private readonly options: { engine: Engine; offload: DownloadOffload | null },
+    private readonly options: {
+      engine: Engine;
+      offload: DownloadOffload | null;
+      /** Told of every counted download (metrics). */
+      onCounted?: ((kind: DownloadKind) => void) | undefined;
+    },
   ) {}
 
   async serve(request: FastifyRequest, reply: FastifyReply, target: DownloadTarget, options: ServeOptions) {
@@ -207,6 +212,7 @@ export class DownloadService {
   }
 
   private async rollUp(trx: Db, kind: DownloadKind): Promise<void> {
+    this.options.onCounted?.(kind);
     await trx
       .insertInto('downloadDaily')
       .values({ day: dayOf(new Date()), kind, count: 1 })

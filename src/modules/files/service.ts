@@ -64,6 +64,8 @@ export class FileService {
   constructor(
     private readonly db: Db,
     private readonly storage: Storage,
+    /** Told the size of every stored upload (metrics). */
+    private readonly onUploaded?: (bytes: number) => void,
   ) {}
 
   async upload(source: Readable, originalName: string, mimeType: string): Promise<UploadedFile> {
@@ -83,6 +85,7 @@ export class FileService {
         .execute();
       await recordAudit(trx, { target: { type: 'files', id: filePathFromKey(key) } });
     });
+    this.onUploaded?.(written.size);
     return { filePath: filePathFromKey(key), originalName, ...written };
   }
 

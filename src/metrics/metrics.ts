@@ -1,0 +1,147 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { DatabaseHandle } from '../db/index.js';
+import type { HeartbeatObserver } from '../modules/devices/service.js';
+import type { DownloadKind } from '../modules/downloads/service.js';
+
+/** What the collect-time gauges read: answered when Prometheus scrapes, never on a request. */
+export interface MetricsSources {
+  database: DatabaseHandle;
+  /** Devices seen by any instance within the online window (one indexed count). */
+  devicesOnline(): Promise<number>;
+}
+
+/** Kinds of served bytes: the download routes and the `/uploads/` files. */
+export type ServedKind = 'software' | 'addon' | 'file';
+
+/**
+ * The service's Prometheus instruments, in a registry of its own (one per app, so tests and
+ * several apps in one process never share counts). Services report through the narrow callbacks
+ * below; the HTTP side is the plugin in `./plugin.ts`.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly duration: Histogram<'method' | 'route'>;
+  private readonly servedBytes: Counter<'kind'>;
+
+  readonly heartbeats: HeartbeatObserver;
+  readonly downloadCounted: (kind: DownloadKind) => void;
+  readonly uploaded: (bytes: number) => void;
+  readonly cacheLookup: (key: string, hit: boolean) => void;
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.requests = new Counter({
+      name: 'http_requests_total',
+      help: 'Answered HTTP requests by route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'Time from receiving a request to the end of its answer, by route pattern',
+      labelNames: ['method', 'route'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.servedBytes = new Counter({
+      name: 'served_bytes_total',
+      help: 'File bytes sent to clients by kind (software downloads, addon downloads, /uploads/ files)',
+      labelNames: ['kind'],
+      registers,
+    });
+
+    const accepted = new Counter({ name: 'heartbeats_accepted_total', help: 'Heartbeats acknowledged', registers });
+    const flushSeconds = new Histogram({
+      name: 'heartbeat_flush_seconds',
+      help: 'Time to write one batch of buffered heartbeats',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    const flushRows = new Histogram({
+      name: 'heartbeat_flush_devices',
+      help: 'Devices written per heartbeat flush',
+      buckets: [1, 10, 100, 1000, 10_000, 100_000],
+      registers,
+    });
+    this.heartbeats = {
+      accepted: () => accepted.inc(),
+      flushed: (rows, seconds) => {
+        flushRows.observe(rows);
+        flushSeconds.observe(seconds);
+      },
+    };
+
+    const downloads = new Counter({
+      name: 'downloads_total',
+      help: 'Counted downloads by kind (as in the daily roll-up: installer, launcher, addon)',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.downloadCounted = (kind) => downloads.inc({ kind });
+
+    const uploadBytes = new Counter({ name: 'upload_bytes_total', help: 'Bytes of stored uploads', registers });
+    this.uploaded = (bytes) => uploadBytes.inc(bytes);
+
+    const cache = new Counter({
+      name: 'content_cache_lookups_total',
+      help: 'Lookups in the read cache by cache (the key prefix) and result',
+      labelNames: ['cache', 'result'],
+      registers,
+    });
+    this.cacheLookup = (key, hit) => {
+      const colon = key.indexOf(':');
+      cache.inc({ cache: colon === -1 ? key : key.slice(0, colon), result: hit ? 'hit' : 'miss' });
+    };
+
+    new Gauge({
+      name: 'devices_online',
+      help: 'Devices whose last heartbeat (on any instance) is within the online window',
+      registers,
+      async collect() {
+        this.set(await sources.devicesOnline());
+      },
+    });
+    const database = sources.database;
+    if (database.engine === 'postgres') {
+      new Gauge({
+        name: 'db_pool_connections',
+        help: 'PostgreSQL pool connections by state (total, idle) and queued requests (waiting)',
+        labelNames: ['state'],
+        registers,
+        collect() {
+          const usage = database.usage();
+          if (usage.engine !== 'postgres') return;
+          this.set({ state: 'total' }, usage.total);
+          this.set({ state: 'idle' }, usage.idle);
+          this.set({ state: 'waiting' }, usage.waiting);
+        },
+      });
+    } else {
+      new Gauge({
+        name: 'sqlite_file_bytes',
+        help: 'Size of the SQLite database file and of its write-ahead log',
+        labelNames: ['file'],
+        registers,
+        collect() {
+          const usage = database.usage();
+          if (usage.engine !== 'sqlite') return;
+          this.set({ file: 'database' }, usage.fileBytes);
+          this.set({ file: 'wal' }, usage.walBytes);
+        },
+      });
+    }
+  }
+
+  /** One answered request; `route` is the route pattern (bounded), never the URL. */
+  answered(method: string, route: string, status: number, seconds: number): void {
+    this.requests.inc({ method, route, status });
+    this.duration.observe({ method, route }, seconds);
+  }
+
+  /** A counter for the bytes of one kind, bound once so that each chunk costs one addition. */
+  bytesOf(kind: ServedKind): { inc(bytes: number): void } {
+    return this.servedBytes.labels({ kind });
+  }
+}
