@@ -136,7 +136,8 @@ describe('kill -9 under load', () => {
       const load = Promise.all(Array.from({ length: 8 }, (_, w) => worker(w)));
       // Kill at a random moment once the load is well under way (the machine may be slow).
       while (acked.length < 30 || banners.size === 0) await new Promise((r) => setTimeout(r, 50));
-      await new Promise((r) => setTimeout(r, 300 + Math.random() * 700));
+      // …and late enough that those first heartbeats are past the flush window.
+      await new Promise((r) => setTimeout(r, 3 * FLUSH_MS + 100 + Math.random() * 700));
       const killedAt = performance.now();
       await server.stop('SIGKILL');
       stop = true;
