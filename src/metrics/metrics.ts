@@ -10,6 +10,16 @@ export interface MetricsSources {
   devicesOnline(): Promise<number>;
 }
 
+/** The child of a labelled instrument for one label set, made on first use and kept (bounded label values). */
+function bound<T>(series: Map<string, unknown>, key: string, make: () => T): T {
+  let child = series.get(key) as T | undefined;
+  if (child === undefined) {
+    child = make();
+    series.set(key, child);
+  }
+  return child;
+}
+
 /** Kinds of served bytes: the download routes and the `/uploads/` files. */
 export type ServedKind = 'software' | 'addon' | 'file';
 
@@ -23,6 +33,8 @@ export class Metrics {
   private readonly requests: Counter<'method' | 'route' | 'status'>;
   private readonly duration: Histogram<'method' | 'route'>;
   private readonly servedBytes: Counter<'kind'>;
+  /** Label sets bound once: prom-client hashes the labels of every unbound call (the hot paths' cost). */
+  private readonly series = new Map<string, unknown>();
 
   readonly heartbeats: HeartbeatObserver;
   readonly downloadCounted: (kind: DownloadKind) => void;
@@ -92,7 +104,10 @@ export class Metrics {
     });
     this.cacheLookup = (key, hit) => {
       const colon = key.indexOf(':');
-      cache.inc({ cache: colon === -1 ? key : key.slice(0, colon), result: hit ? 'hit' : 'miss' });
+      const name = colon === -1 ? key : key.slice(0, colon);
+      bound(this.series, `cache ${name} ${hit}`, () =>
+        cache.labels({ cache: name, result: hit ? 'hit' : 'miss' }),
+      ).inc();
     };
 
     new Gauge({
@@ -136,8 +151,10 @@ export class Metrics {
 
   /** One answered request; `route` is the route pattern (bounded), never the URL. */
   answered(method: string, route: string, status: number, seconds: number): void {
-    this.requests.inc({ method, route, status });
-    this.duration.observe({ method, route }, seconds);
+    bound(this.series, `requests ${method} ${route} ${status}`, () =>
+      this.requests.labels({ method, route, status }),
+    ).inc();
+    bound(this.series, `duration ${method} ${route}`, () => this.duration.labels({ method, route })).observe(seconds);
   }
 
   /** A counter for the bytes of one kind, bound once so that each chunk costs one addition. */

@@ -29,13 +29,15 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
  */
 export function metricsPlugin(metrics: Metrics, token: string | null) {
   const plugin: FastifyPluginAsyncTypebox = async (app) => {
-    app.addHook('onResponse', async (request, reply) => {
+    // A callback hook: no promise per answer.
+    app.addHook('onResponse', (request, reply, done) => {
       metrics.answered(
         request.method,
         request.routeOptions.url ?? UNMATCHED_ROUTE,
         reply.statusCode,
         reply.elapsedTime / 1000,
       );
+      done();
     });
 
     app.addHook('onRoute', (route) => {
