@@ -232,7 +232,8 @@ describe('TOTP second factor', () => {
     // (1 in a million that 000000 is the current code.)
     expect(wrong.statusCode).toBe(400);
     expect(wrong.json().error).toMatch(/^body\.code: /);
-    const confirmed = await as(user.cookie, 'POST', '/api/admin/totp/confirm', { code: totpCode(enrolment.secret) });
+    const confirmCode = totpCode(enrolment.secret);
+    const confirmed = await as(user.cookie, 'POST', '/api/admin/totp/confirm', { code: confirmCode });
     expect(confirmed.statusCode).toBe(200);
     const { recoveryCodes } = confirmed.json<{ recoveryCodes: string[] }>();
     expect(recoveryCodes).toHaveLength(10);
@@ -249,7 +250,8 @@ describe('TOTP second factor', () => {
     expect(wrongPassword.json().totpRequired).toBeUndefined();
 
     // The code used to confirm was spent; the next time step's code is not valid yet or was not used.
-    const replay = await attempt({ username: 'two-factor', password: user.password, totp: totpCode(enrolment.secret) });
+    // The very code that confirmed (recomputing it could cross into the next 30 s step).
+    const replay = await attempt({ username: 'two-factor', password: user.password, totp: confirmCode });
     expect(replay.statusCode).toBe(401);
     const next = totpCode(enrolment.secret, Date.now() + 30_000);
     const withCode = await attempt({ username: 'two-factor', password: user.password, totp: next });
