@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DownloadCounter, type DownloadKind } from '../src/modules/downloads/counting.js';
 import { contentDisposition } from '../src/modules/downloads/service.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 
@@ -156,6 +157,46 @@ describe('GET /api/software/download/{versionId}', () => {
       downloadCount: 50,
       launcherDownloadCount: 25,
     });
+  });
+});
+
+describe('group commit of counters', () => {
+  it('writes concurrent downloads in few transactions, each call resolving once its count committed', async () => {
+    const v = await createVersion(t, packageId, { version: '20', versionCode: 20, filePath: file.filePath });
+    const before = await rollUp();
+    const commits: [DownloadKind, number][] = [];
+    const counter = new DownloadCounter(t.database.db, t.app.ctx.engine, (kind, n) => commits.push([kind, n]));
+    const settled: number[] = [];
+    await Promise.all(
+      Array.from({ length: 120 }, (_, i) =>
+        counter.version(v.id, i % 3 === 0).then(async () => {
+          // Committed before the call resolves: the row already holds this download.
+          settled.push((await counters(v.id)).total);
+        }),
+      ),
+    );
+    expect(await counters(v.id)).toEqual({ total: 120, launcher: 40 });
+    expect(settled.every((n) => n > 0)).toBe(true);
+    const committed = (kind: DownloadKind) => commits.filter(([k]) => k === kind).reduce((a, [, n]) => a + n, 0);
+    expect([committed('installer'), committed('launcher')]).toEqual([80, 40]);
+    // Called in one turn of the event loop, they share one transaction (told once per kind).
+    expect(commits.length).toBe(2);
+    const after = await rollUp();
+    expect((after.installer ?? 0) - (before.installer ?? 0)).toBe(80);
+    expect((after.launcher ?? 0) - (before.launcher ?? 0)).toBe(40);
+  });
+
+  it('fails the downloads of a batch whose commit fails, and counts none of them', async () => {
+    const v = await createVersion(t, packageId, { version: '21', versionCode: 21, filePath: file.filePath });
+    const counter = new DownloadCounter(t.database.db, t.app.ctx.engine);
+    const failing = () => Promise.reject(new Error('database gone'));
+    const calls = [counter.version(v.id, false), counter.release('no-such-release', 'no-such-addon', failing)];
+    const results = await Promise.allSettled(calls);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(await counters(v.id)).toEqual({ total: 0, launcher: 0 });
+    // The next batch is unaffected.
+    await counter.version(v.id, false);
+    expect(await counters(v.id)).toEqual({ total: 1, launcher: 0 });
   });
 });
 

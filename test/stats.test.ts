@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dayOf } from '../src/modules/downloads/service.js';
+import { dayOf } from '../src/modules/downloads/counting.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 
 interface Day {

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { DatabaseHandle } from '../db/index.js';
 import type { HeartbeatObserver } from '../modules/devices/service.js';
-import type { DownloadKind } from '../modules/downloads/service.js';
+import type { DownloadKind } from '../modules/downloads/counting.js';
 
 /** What the collect-time gauges read: answered when Prometheus scrapes, never on a request. */
 export interface MetricsSources {
@@ -37,7 +37,7 @@ export class Metrics {
   private readonly series = new Map<string, unknown>();
 
   readonly heartbeats: HeartbeatObserver;
-  readonly downloadCounted: (kind: DownloadKind) => void;
+  readonly downloadCounted: (kind: DownloadKind, count: number) => void;
   readonly uploaded: (bytes: number) => void;
   readonly cacheLookup: (key: string, hit: boolean) => void;
 
@@ -91,7 +91,7 @@ export class Metrics {
       labelNames: ['kind'],
       registers,
     });
-    this.downloadCounted = (kind) => downloads.inc({ kind });
+    this.downloadCounted = (kind, count) => downloads.inc({ kind }, count);
 
     const uploadBytes = new Counter({ name: 'upload_bytes_total', help: 'Bytes of stored uploads', registers });
     this.uploaded = (bytes) => uploadBytes.inc(bytes);

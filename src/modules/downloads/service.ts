@@ -1,6 +1,5 @@
 import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sql } from 'kysely';
 import parseRange from 'range-parser';
 import type { DownloadOffload } from '../../config.js';
 import type { Db, Engine } from '../../db/index.js';
@@ -9,9 +8,7 @@ import { canonicalHttpUrl } from '../../http/urls.js';
 import { keyFromFilePath, type Storage } from '../../storage/storage.js';
 import type { FileService } from '../files/service.js';
 import { servedType } from '../files/service.js';
-
-/** The kinds of counted downloads kept in the daily roll-up. */
-export type DownloadKind = 'installer' | 'launcher' | 'addon';
+import { DownloadCounter, type DownloadKind } from './counting.js';
 
 /** What a download endpoint serves: a file in the store or an external link. */
 export type DownloadTarget =
@@ -52,25 +49,26 @@ export function offloadLocation(offload: DownloadOffload, key: string): string {
   return offload.prefix + key.split('/').map(encodeURIComponent).join('/');
 }
 
-/** The day (UTC) a download is rolled up under. */
-export const dayOf = (date: Date) => date.toISOString().slice(0, 10);
-
 /**
  * The one download path: conditional requests, ranges, HEAD, redirects and counting, streaming
  * from the store so that memory stays flat whatever the file size.
  */
 export class DownloadService {
+  private readonly counter: DownloadCounter;
+
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly storage: Storage,
     private readonly files: FileService,
     private readonly options: {
       engine: Engine;
       offload: DownloadOffload | null;
-      /** Told of every counted download (metrics). */
-      onCounted?: ((kind: DownloadKind) => void) | undefined;
+      /** Told of committed counted downloads (metrics). */
+      onCounted?: ((kind: DownloadKind, count: number) => void) | undefined;
     },
-  ) {}
+  ) {
+    this.counter = new DownloadCounter(db, options.engine, options.onCounted);
+  }
 
   async serve(request: FastifyRequest, reply: FastifyReply, target: DownloadTarget, options: ServeOptions) {
     const counted = request.method === 'GET';
@@ -162,62 +160,16 @@ export class DownloadService {
   }
 
   /** One counted download of a software version; `launcher` also counts as a launcher self-update. */
-  async countVersion(versionId: string, launcher: boolean): Promise<void> {
-    await this.counting(async (trx) => {
-      await trx
-        .updateTable('softwareVersions')
-        .set((eb) => ({
-          downloadCount: eb('downloadCount', '+', 1),
-          ...(launcher ? { launcherDownloadCount: eb('launcherDownloadCount', '+', 1) } : {}),
-        }))
-        .where('id', '=', versionId)
-        .execute();
-      await this.rollUp(trx, launcher ? 'launcher' : 'installer');
-    });
+  countVersion(versionId: string, launcher: boolean): Promise<void> {
+    return this.counter.version(versionId, launcher);
   }
 
   /**
    * One counted download of an addon release: the release's count and the addon's total, and
    * `also` (the counter version readers watch) in the same transaction.
    */
-  async countRelease(releaseId: string, addonId: string, also: (trx: Db) => Promise<void>): Promise<void> {
-    await this.counting(async (trx) => {
-      await trx
-        .updateTable('releases')
-        .set((eb) => ({ downloadCount: eb('downloadCount', '+', 1) }))
-        .where('id', '=', releaseId)
-        .execute();
-      await trx
-        .updateTable('addons')
-        .set((eb) => ({ totalDownloads: eb('totalDownloads', '+', 1) }))
-        .where('id', '=', addonId)
-        .execute();
-      await this.rollUp(trx, 'addon');
-      await also(trx);
-    });
-  }
-
-  /**
-   * A counting transaction. Every download of a day updates the same rows, so they are locked until
-   * commit: on PostgreSQL a commit that waited for its WAL flush serialised all downloads behind the
-   * disk (about 100 counted downloads/s under load). Its commit does not wait (synchronous_commit
-   * off): a crash of the database server may lose the last fraction of a second of counts, never
-   * consistency.
-   */
-  private counting(work: (trx: Db) => Promise<void>): Promise<void> {
-    return this.db.transaction().execute(async (trx) => {
-      if (this.options.engine === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
-      await work(trx);
-    });
-  }
-
-  private async rollUp(trx: Db, kind: DownloadKind): Promise<void> {
-    this.options.onCounted?.(kind);
-    await trx
-      .insertInto('downloadDaily')
-      .values({ day: dayOf(new Date()), kind, count: 1 })
-      .onConflict((oc) => oc.columns(['day', 'kind']).doUpdateSet({ count: sql`download_daily.count + 1` }))
-      .execute();
+  countRelease(releaseId: string, addonId: string, also: (trx: Db) => Promise<void>): Promise<void> {
+    return this.counter.release(releaseId, addonId, also);
   }
 
   /** The download file name of a stored file: its uploaded name, else `fallback()` (looked up only then). */

@@ -1,5 +1,5 @@
 import type { Db } from '../../db/index.js';
-import { type DownloadKind, dayOf } from '../downloads/service.js';
+import { type DownloadKind, dayOf } from '../downloads/counting.js';
 
 export const DOWNLOAD_KINDS: readonly DownloadKind[] = ['installer', 'launcher', 'addon'];
 

@@ -1,0 +1,148 @@
+import { sql } from 'kysely';
+import type { Db, Engine } from '../../db/index.js';
+
+/** The kinds of counted downloads kept in the daily roll-up. */
+export type DownloadKind = 'installer' | 'launcher' | 'addon';
+
+/** The day (UTC) a download is rolled up under. */
+export const dayOf = (date: Date) => date.toISOString().slice(0, 10);
+
+/** Counted downloads gathered while the previous batch commits, written together in one transaction. */
+interface Batch {
+  /** Per software version: downloads and launcher self-updates. */
+  readonly versions: Map<string, { all: number; launcher: number }>;
+  /** Per release: downloads and its addon. */
+  readonly releases: Map<string, { addonId: string; count: number }>;
+  readonly kinds: Map<DownloadKind, number>;
+  /** Run once in the batch's transaction when it holds release downloads (the counter version readers watch). */
+  readonly also: Set<(trx: Db) => Promise<void>>;
+  readonly done: Promise<void>;
+  settle(error?: unknown): void;
+}
+
+function newBatch(): Batch {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const done = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return {
+    versions: new Map(),
+    releases: new Map(),
+    kinds: new Map(),
+    also: new Set(),
+    done,
+    settle: (error) => (error === undefined ? resolve() : reject(error)),
+  };
+}
+
+/**
+ * Group commit of download counters. A counted download joins the open batch and waits until that
+ * batch has committed, so it is durable (and exact) before its bytes are sent; while one batch
+ * commits, the downloads arriving meanwhile gather into the next. Under load one transaction carries
+ * many downloads instead of each download waiting for its own commit on rows every download locks.
+ */
+export class DownloadCounter {
+  private open: Batch | null = null;
+  private flushing: Promise<void> | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly engine: Engine,
+    /** Told of committed counted downloads (metrics). */
+    private readonly onCounted?: (kind: DownloadKind, count: number) => void,
+  ) {}
+
+  /** One counted download of a software version; `launcher` also counts as a launcher self-update. */
+  version(versionId: string, launcher: boolean): Promise<void> {
+    const batch = this.join(launcher ? 'launcher' : 'installer');
+    const entry = batch.versions.get(versionId) ?? { all: 0, launcher: 0 };
+    entry.all += 1;
+    if (launcher) entry.launcher += 1;
+    batch.versions.set(versionId, entry);
+    return batch.done;
+  }
+
+  /** One counted download of an addon release: its count and the addon's total, with `also` in the same transaction. */
+  release(releaseId: string, addonId: string, also: (trx: Db) => Promise<void>): Promise<void> {
+    const batch = this.join('addon');
+    const entry = batch.releases.get(releaseId) ?? { addonId, count: 0 };
+    entry.count += 1;
+    batch.releases.set(releaseId, entry);
+    batch.also.add(also);
+    return batch.done;
+  }
+
+  private join(kind: DownloadKind): Batch {
+    const batch = (this.open ??= newBatch());
+    batch.kinds.set(kind, (batch.kinds.get(kind) ?? 0) + 1);
+    this.flushing ??= this.drain();
+    return batch;
+  }
+
+  /** Commits batches one after another until none is open. */
+  private async drain(): Promise<void> {
+    // Let the downloads of this turn of the event loop join the first batch.
+    await new Promise((resolve) => setImmediate(resolve));
+    for (let batch = this.open; batch !== null; batch = this.open) {
+      this.open = null;
+      try {
+        await this.commit(batch);
+        for (const [kind, count] of batch.kinds) this.onCounted?.(kind, count);
+        batch.settle();
+      } catch (error) {
+        batch.settle(error);
+      }
+    }
+    this.flushing = null;
+  }
+
+  /**
+   * One transaction for the batch. Rows are updated in key order, so two instances' batches cannot
+   * deadlock. On PostgreSQL the commit does not wait for its WAL flush (synchronous_commit off): a
+   * crash of the database server may lose the last fraction of a second of counts, never consistency.
+   */
+  private commit(batch: Batch): Promise<void> {
+    return this.db.transaction().execute(async (trx) => {
+      if (this.engine === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
+      for (const [id, n] of [...batch.versions].sort(byKey)) {
+        await trx
+          .updateTable('softwareVersions')
+          .set((eb) => ({
+            downloadCount: eb('downloadCount', '+', n.all),
+            ...(n.launcher > 0 ? { launcherDownloadCount: eb('launcherDownloadCount', '+', n.launcher) } : {}),
+          }))
+          .where('id', '=', id)
+          .execute();
+      }
+      const addons = new Map<string, number>();
+      for (const [id, n] of [...batch.releases].sort(byKey)) {
+        await trx
+          .updateTable('releases')
+          .set((eb) => ({ downloadCount: eb('downloadCount', '+', n.count) }))
+          .where('id', '=', id)
+          .execute();
+        addons.set(n.addonId, (addons.get(n.addonId) ?? 0) + n.count);
+      }
+      for (const [id, n] of [...addons].sort(byKey)) {
+        await trx
+          .updateTable('addons')
+          .set((eb) => ({ totalDownloads: eb('totalDownloads', '+', n) }))
+          .where('id', '=', id)
+          .execute();
+      }
+      const day = dayOf(new Date());
+      for (const [kind, n] of [...batch.kinds].sort(byKey)) {
+        await trx
+          .insertInto('downloadDaily')
+          .values({ day, kind, count: n })
+          .onConflict((oc) => oc.columns(['day', 'kind']).doUpdateSet({ count: sql`download_daily.count + ${n}` }))
+          .execute();
+      }
+      for (const also of batch.also) await also(trx);
+    });
+  }
+}
+
+const byKey = <T>(a: [string, T], b: [string, T]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
