@@ -6,6 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/index.js';
+import { Registry } from 'prom-client';
+import { RouteTally } from '../src/metrics/route-tally.js';
 import { LocalStorage } from '../src/storage/local.js';
 import { buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 import { createTestDatabase, ENGINE } from './helpers/db.js';
@@ -246,5 +248,34 @@ describe('/healthz and /readyz', () => {
       await t.testDb.drop();
       fs.rmSync(t.dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('RouteTally (the per-request tallies behind http_requests_total and the latency histogram)', () => {
+  it('exposes cumulative buckets with le semantics, sum, count and per-status counts', async () => {
+    const registry = new Registry();
+    const tally = new RouteTally([0.01, 0.1]);
+    tally.register(registry, { name: 'req_total', help: 'r' }, { name: 'lat_seconds', help: 'l' });
+    for (const [status, seconds] of [
+      [200, 0.01],
+      [200, 0.05],
+      [404, 0.5],
+    ] as const) {
+      tally.observe('GET', '/a/:id', status, seconds);
+    }
+    tally.observe('POST', '/a/:id', 201, 0.001);
+    const scrape = parsePrometheus(await registry.metrics());
+    expect(scrape.types.get('req_total')).toBe('counter');
+    expect(scrape.types.get('lat_seconds')).toBe('histogram');
+    const labels = { method: 'GET', route: '/a/:id' };
+    expect(value(scrape, 'req_total', { ...labels, status: '200' })).toBe(2);
+    expect(value(scrape, 'req_total', { ...labels, status: '404' })).toBe(1);
+    expect(value(scrape, 'req_total', { method: 'POST', status: '201' })).toBe(1);
+    // 0.01 falls in le="0.01" (a bound is inclusive); buckets are cumulative.
+    expect(value(scrape, 'lat_seconds_bucket', { ...labels, le: '0.01' })).toBe(1);
+    expect(value(scrape, 'lat_seconds_bucket', { ...labels, le: '0.1' })).toBe(2);
+    expect(value(scrape, 'lat_seconds_bucket', { ...labels, le: '+Inf' })).toBe(3);
+    expect(value(scrape, 'lat_seconds_count', labels)).toBe(3);
+    expect(value(scrape, 'lat_seconds_sum', labels)).toBeCloseTo(0.56, 10);
   });
 });

@@ -2,22 +2,13 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { DatabaseHandle } from '../db/index.js';
 import type { HeartbeatObserver } from '../modules/devices/service.js';
 import type { DownloadKind } from '../modules/downloads/counting.js';
+import { RouteTally } from './route-tally.js';
 
 /** What the collect-time gauges read: answered when Prometheus scrapes, never on a request. */
 export interface MetricsSources {
   database: DatabaseHandle;
   /** Devices seen by any instance within the online window (one indexed count). */
   devicesOnline(): Promise<number>;
-}
-
-/** The child of a labelled instrument for one label set, made on first use and kept (bounded label values). */
-function bound<T>(series: Map<string, unknown>, key: string, make: () => T): T {
-  let child = series.get(key) as T | undefined;
-  if (child === undefined) {
-    child = make();
-    series.set(key, child);
-  }
-  return child;
 }
 
 /** Kinds of served bytes: the download routes and the `/uploads/` files. */
@@ -30,11 +21,10 @@ export type ServedKind = 'software' | 'addon' | 'file';
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'method' | 'route' | 'status'>;
-  private readonly duration: Histogram<'method' | 'route'>;
+  private readonly routes = new RouteTally([
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+  ]);
   private readonly servedBytes: Counter<'kind'>;
-  /** Label sets bound once: prom-client hashes the labels of every unbound call (the hot paths' cost). */
-  private readonly series = new Map<string, unknown>();
 
   readonly heartbeats: HeartbeatObserver;
   readonly downloadCounted: (kind: DownloadKind, count: number) => void;
@@ -44,19 +34,14 @@ export class Metrics {
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.requests = new Counter({
-      name: 'http_requests_total',
-      help: 'Answered HTTP requests by route pattern and status',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'http_request_duration_seconds',
-      help: 'Time from receiving a request to the end of its answer, by route pattern',
-      labelNames: ['method', 'route'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
+    this.routes.register(
+      this.registry,
+      { name: 'http_requests_total', help: 'Answered HTTP requests by route pattern and status' },
+      {
+        name: 'http_request_duration_seconds',
+        help: 'Time from receiving a request to the end of its answer, by route pattern',
+      },
+    );
     this.servedBytes = new Counter({
       name: 'served_bytes_total',
       help: 'File bytes sent to clients by kind (software downloads, addon downloads, /uploads/ files)',
@@ -96,18 +81,32 @@ export class Metrics {
     const uploadBytes = new Counter({ name: 'upload_bytes_total', help: 'Bytes of stored uploads', registers });
     this.uploaded = (bytes) => uploadBytes.inc(bytes);
 
-    const cache = new Counter({
+    /** Lookups per cache since the last scrape: plain numbers on the hot path, added to the counter when scraped. */
+    const lookups = new Map<string, { hit: number; miss: number }>();
+    new Counter({
       name: 'content_cache_lookups_total',
       help: 'Lookups in the read cache by cache (the key prefix) and result',
       labelNames: ['cache', 'result'],
       registers,
+      collect() {
+        for (const [name, n] of lookups) {
+          if (n.hit > 0) this.inc({ cache: name, result: 'hit' }, n.hit);
+          if (n.miss > 0) this.inc({ cache: name, result: 'miss' }, n.miss);
+          n.hit = 0;
+          n.miss = 0;
+        }
+      },
     });
     this.cacheLookup = (key, hit) => {
       const colon = key.indexOf(':');
       const name = colon === -1 ? key : key.slice(0, colon);
-      bound(this.series, `cache ${name} ${hit}`, () =>
-        cache.labels({ cache: name, result: hit ? 'hit' : 'miss' }),
-      ).inc();
+      let n = lookups.get(name);
+      if (n === undefined) {
+        n = { hit: 0, miss: 0 };
+        lookups.set(name, n);
+      }
+      if (hit) n.hit += 1;
+      else n.miss += 1;
     };
 
     new Gauge({
@@ -151,10 +150,7 @@ export class Metrics {
 
   /** One answered request; `route` is the route pattern (bounded), never the URL. */
   answered(method: string, route: string, status: number, seconds: number): void {
-    bound(this.series, `requests ${method} ${route} ${status}`, () =>
-      this.requests.labels({ method, route, status }),
-    ).inc();
-    bound(this.series, `duration ${method} ${route}`, () => this.duration.labels({ method, route })).observe(seconds);
+    this.routes.observe(method, route, status, seconds);
   }
 
   /** A counter for the bytes of one kind, bound once so that each chunk costs one addition. */
