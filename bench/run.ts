@@ -41,9 +41,14 @@ interface Measure {
   errors: number;
   /** p99 of the loaded process's event-loop delay, ms (null: not a Node process). */
   loopP99: number | null;
+  /**
+   * CPU time the loaded process spent per answered request, µs (null: not a Node process). Steadier
+   * than req/s on a shared machine: other load slows a process down but hardly changes its work.
+   */
+  cpuUs: number | null;
 }
 
-type Load = Omit<Measure, 'loopP99'>;
+type Load = Omit<Measure, 'loopP99' | 'cpuUs'>;
 
 const PROBE = path.join(import.meta.dirname, 'loop-probe.ts');
 
@@ -63,7 +68,11 @@ async function measure(url: string, scenario: Scenario, child: ChildProcess | nu
   if (child) await probe(child, 'loop:reset');
   const result = scenario.wrk ? await loadWithWrk(url, scenario) : await loadWithAutocannon(url, scenario);
   const delay = child ? await probe(child, 'loop:read') : null;
-  return { ...result, loopP99: delay?.p99Ms ?? null };
+  return {
+    ...result,
+    loopP99: delay?.p99Ms ?? null,
+    cpuUs: delay && result.rps > 0 ? (delay.cpuMs * 1000) / (result.rps * duration) : null,
+  };
 }
 
 /** wrk's duration in ms of a latency line (`50%  1.23ms`). */
@@ -216,7 +225,7 @@ try {
     `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
   const header =
-    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | baseline | base req/s | base p99 ms | base loop p99 ms | ratio | errors |';
+    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base CPU µs/req | ratio | errors |';
   const rows: string[] = [];
   const comparisons: string[] = [];
   for (const scenario of chosen) {
@@ -265,14 +274,15 @@ try {
           ? ` (aim ≥ ${scenario.aim.toFixed(2)}: met)`
           : ` (aim ≥ ${scenario.aim.toFixed(2)}: MISSED)`;
     const loop = (ms: Measure[]) => (ms[0]?.loopP99 === null ? '–' : median(ms.map((m) => m.loopP99 ?? 0)).toFixed(1));
+    const cpu = (ms: Measure[]) => (ms[0]?.cpuUs === null ? '–' : median(ms.map((m) => m.cpuUs ?? 0)).toFixed(0));
     const ms = (values: number[]) => median(values).toFixed(1);
     rows.push(
-      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
+      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
     );
     console.log(rows[rows.length - 1]);
   }
   console.log(`\n${header}`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } finally {

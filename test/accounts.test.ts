@@ -35,7 +35,7 @@ const as = (cookie: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: stri
 describe('roles', () => {
   it('the bootstrap administrator is an owner, and me says so (the login answer keeps the contract shape)', async () => {
     expect((await admin(t, 'GET', '/api/admin/me')).json()).toEqual({
-      user: { id: expect.any(String), username: ADMIN.username, role: 'owner' },
+      user: { id: expect.any(String), username: ADMIN.username, role: 'owner', totpEnabled: false },
     });
     const res = await t.inject({ method: 'POST', url: '/api/admin/login', payload: ADMIN });
     expect(res.json()).toEqual({ ok: true, user: { id: expect.any(String), username: ADMIN.username } });
@@ -228,6 +228,9 @@ describe('TOTP second factor', () => {
       otpauthUrl: string;
     }>();
     expect(enrolment.otpauthUrl).toMatch(/^otpauth:\/\/totp\/.*two-factor\?.*secret=[A-Z2-7]+/);
+    const totpOfMe = async () => (await as(user.cookie, 'GET', '/api/admin/me')).json().user.totpEnabled;
+    // Enrolled is not on: only a confirmed code turns it on.
+    expect(await totpOfMe()).toBe(false);
     const wrong = await as(user.cookie, 'POST', '/api/admin/totp/confirm', { code: '000000' });
     // (1 in a million that 000000 is the current code.)
     expect(wrong.statusCode).toBe(400);
@@ -237,6 +240,7 @@ describe('TOTP second factor', () => {
     expect(confirmed.statusCode).toBe(200);
     const { recoveryCodes } = confirmed.json<{ recoveryCodes: string[] }>();
     expect(recoveryCodes).toHaveLength(10);
+    expect(await totpOfMe()).toBe(true);
     expect((await as(user.cookie, 'POST', '/api/admin/totp/enroll')).statusCode).toBe(409);
 
     const attempt = (body: object) => t.inject({ method: 'POST', url: '/api/admin/login', payload: body });

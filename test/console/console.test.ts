@@ -835,9 +835,12 @@ describe('team accounts, roles and two-factor in the console', () => {
     await publisher.getByTestId('login-totp').fill(codes[0]!);
     await publisher.getByTestId('login-submit').click();
     await publisher.getByTestId('nav-account').click();
+    // A new session knows the account's state from /api/admin/me, whatever the role.
+    await expect.poll(() => publisher.getByTestId('totp-status').textContent()).toBe('On');
     await publisher.getByTestId('totp-disable-password').fill('publisher-pass-1');
     await publisher.getByTestId('totp-disable').click();
     await publisher.getByText('Two-factor authentication is off.').waitFor();
+    await expect.poll(() => publisher.getByTestId('totp-status').textContent()).toBe('Off');
     await publisher.getByTestId('header-logout').click();
     await submitPassword();
     await publisher.getByTestId('nav-dashboard').waitFor();

@@ -1206,6 +1206,7 @@ export interface paths {
                                  * @enum {string}
                                  */
                                 role: "owner" | "publisher" | "editor";
+                                totpEnabled: boolean;
                                 username: string;
                             };
                         };

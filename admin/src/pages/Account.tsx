@@ -9,7 +9,7 @@ import { useI18n } from '../i18n';
 import { ME_KEY, useMe } from '../App';
 import { covers, ROLE_LABEL, ROLES, type Role, useRole } from '../roles';
 import { useWrite } from '../write';
-import { useAccounts, USERS_KEY, useRoleOptions } from './Team';
+import { USERS_KEY, useRoleOptions } from './Team';
 
 function ChangePassword() {
   const { t } = useI18n();
@@ -186,11 +186,7 @@ function RecoveryCodes({ codes, onClose }: { codes: string[]; onClose: () => voi
 function TwoFactor() {
   const { t } = useI18n();
   const me = useMe();
-  // Owners see their own state in the accounts list; for other roles the service does not tell it,
-  // so this page knows it only once it turned it on or off.
-  const accounts = useAccounts();
-  const [changedHere, setChangedHere] = useState<boolean>();
-  const enabled = accounts.data?.find((account) => account.id === me.data?.id)?.totpEnabled ?? changedHere;
+  const enabled = me.data?.totpEnabled;
   const [enrolment, setEnrolment] = useState<{ secret: string; otpauthUrl: string } | null>(null);
   const [code, setCode] = useState('');
   const [recovery, setRecovery] = useState<string[] | null>(null);
@@ -205,21 +201,19 @@ function TwoFactor() {
   });
   const confirm = useWrite({
     mutationFn: async () => data(await api.POST('/api/admin/totp/confirm', { body: { code: code.trim() } })),
-    invalidate: USERS_KEY,
+    invalidate: [USERS_KEY, ME_KEY],
     success: 'totpEnabled',
     onDone: (result) => {
       setEnrolment(null);
       setRecovery(result.recoveryCodes);
-      setChangedHere(true);
     },
   });
   const disable = useWrite({
     mutationFn: async () => data(await api.POST('/api/admin/totp/disable', { body: { password } })),
-    invalidate: USERS_KEY,
+    invalidate: [USERS_KEY, ME_KEY],
     success: 'totpDisabled',
     onDone: () => {
       setPassword('');
-      setChangedHere(false);
     },
   });
   return (

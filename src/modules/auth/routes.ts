@@ -15,7 +15,7 @@ const RoleSchema = StringEnum(ROLES, {
 });
 // The contract's login answer names the user only; `me` adds the role (the console reads it there).
 const User = Type.Object({ id: Type.String(), username: Type.String() });
-const Me = Type.Object({ id: Type.String(), username: Type.String(), role: RoleSchema });
+const Me = Type.Object({ id: Type.String(), username: Type.String(), role: RoleSchema, totpEnabled: Type.Boolean() });
 const TokenInfo = Type.Object({
   id: Type.String(),
   name: Type.String(),
@@ -109,7 +109,7 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         admin.get(
           '/api/admin/me',
           { schema: { tags: ['admin'], response: { 200: Type.Object({ user: Me }), 401: ErrorResponse } } },
-          async (request) => ({ user: currentAdmin(request) }),
+          async (request) => ({ user: await auth.me(currentAdmin(request)) }),
         );
 
         admin.post(

@@ -363,6 +363,12 @@ export class AuthService {
     return toAccount(row);
   }
 
+  /** `GET /api/admin/me`: who is signed in, and whether their account has a second factor on. */
+  async me(user: AdminUser): Promise<AdminUser & { totpEnabled: boolean }> {
+    const row = await this.db.selectFrom('users').select('totpEnabled').where('id', '=', user.id).executeTakeFirst();
+    return { ...user, totpEnabled: row?.totpEnabled === 1 };
+  }
+
   /** Starts (or restarts) enrolment in a second factor: a new pending secret, in force once confirmed. */
   async enrollTotp(user: AdminUser): Promise<{ secret: string; otpauthUrl: string }> {
     const row = await this.db.selectFrom('users').select('totpEnabled').where('id', '=', user.id).executeTakeFirst();
