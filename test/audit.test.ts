@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditContextOpen } from '../src/audit.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, type TestApp } from './helpers/app.js';
 
 /*
@@ -54,6 +55,25 @@ describe('audit log', () => {
       changes: { nameEn: 'Audited twice' },
     });
     expect(Date.parse(update?.at ?? '')).toBeGreaterThanOrEqual(Date.parse(create?.at ?? ''));
+  });
+
+  it('keeps each concurrent change in its own scope, and closes the context once none is in flight', async () => {
+    const slugs = Array.from({ length: 12 }, (_, i) => `concurrent-${i}`);
+    const created = await Promise.all(
+      slugs.map(async (slug, i) => {
+        // Reads without credentials run between the changes; they never open a scope.
+        if (i % 3 === 0) await t.inject('/api/software/check-update?slug=none&versionCode=1');
+        return (await admin(t, 'POST', '/api/software', { slug, name: slug })).json<{ id: string }>().id;
+      }),
+    );
+    expect(auditContextOpen()).toBe(false);
+    const records = await audit('?limit=12');
+    expect(new Set(records.map((r) => r.targetId))).toEqual(new Set(created));
+    for (const record of records) expect(slugs).toContain(record.changes.slug);
+    // A change after the context was closed opens it again and is recorded.
+    const again = (await admin(t, 'POST', '/api/software', { slug: 'after-close', name: 'x' })).json<{ id: string }>();
+    expect((await audit('?limit=1'))[0]).toMatchObject({ targetId: again.id, changes: { slug: 'after-close' } });
+    expect(auditContextOpen()).toBe(false);
   });
 
   it('records logins, failed logins (under the name tried), logouts and token use; secrets never', async () => {
