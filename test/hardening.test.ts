@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isHttpUrl, isImageRef } from '../src/http/urls.js';
+import { LocalStorage } from '../src/storage/local.js';
 import { admin, buildTestApp, createPackage, multipartBody, type TestApp, upload } from './helpers/app.js';
 
 /*
@@ -167,6 +169,25 @@ describe('class 2: symbolic links in the local store', () => {
     const res = await t.inject('/uploads/aliases/inside.bin');
     expect(res.statusCode).toBe(200);
     expect(res.body).toBe('inside the store');
+  });
+});
+
+describe('class 2b: a read after a stat', () => {
+  it('reads the file the stat checked, never another key’s, and a link planted before the stat is refused', async () => {
+    const root = path.join(t.dir, 'uploads');
+    const store = new LocalStorage(root);
+    fs.mkdirSync(path.join(root, 'pair'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'pair', 'a.bin'), 'AAAA');
+    fs.writeFileSync(path.join(root, 'pair', 'b.bin'), 'BBBB');
+    const text = async (stream: Readable) => Buffer.concat(await stream.toArray()).toString();
+    const infoA = await store.stat('pair/a.bin');
+    expect(infoA).not.toBeNull();
+    expect(await text(await store.read('pair/a.bin', undefined, infoA!))).toBe('AAAA');
+    // Another key's stat answer is not taken for this key.
+    expect(await text(await store.read('pair/b.bin', undefined, infoA!))).toBe('BBBB');
+    fs.symlinkSync('/etc/passwd', path.join(root, 'pair', 'planted'));
+    expect(await store.stat('pair/planted')).toBeNull();
+    await expect(store.read('pair/planted')).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });
 

@@ -30,6 +30,8 @@ export class LocalStorage implements Storage {
   private readonly tmpDir: string;
   /** The root with every link resolved: nothing outside it is ever read, written or deleted. */
   private readonly realRoot: string;
+  /** Where `stat` found each answer's file (resolved and checked), for the `read` that follows it. */
+  private readonly located = new WeakMap<ObjectInfo, { key: string; file: string }>();
 
   constructor(private readonly root: string) {
     this.tmpDir = path.join(root, '.tmp');
@@ -50,7 +52,7 @@ export class LocalStorage implements Storage {
    * Where a key's bytes really are, following links, or null when there is nothing there or when
    * a link leads out of the store (a link to `/etc/passwd` or to the data folder names nothing).
    */
-  private async located(key: string): Promise<string | null> {
+  private async locate(key: string): Promise<string | null> {
     let real: string;
     try {
       real = await fs.promises.realpath(this.resolve(key));
@@ -89,19 +91,24 @@ export class LocalStorage implements Storage {
   }
 
   async stat(key: string): Promise<ObjectInfo | null> {
-    const file = await this.located(key);
+    const file = await this.locate(key);
     if (file === null) return null;
     try {
       const st = await fs.promises.stat(file);
-      return st.isFile() ? { size: st.size, lastModified: st.mtime } : null;
+      if (!st.isFile()) return null;
+      const info = { size: st.size, lastModified: st.mtime };
+      this.located.set(info, { key, file });
+      return info;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw err;
     }
   }
 
-  async read(key: string, range?: ByteRange): Promise<Readable> {
-    const file = await this.located(key);
+  async read(key: string, range?: ByteRange, checked?: ObjectInfo): Promise<Readable> {
+    // Resolving links costs a system call per folder: a download resolves its file once.
+    const known = checked === undefined ? undefined : this.located.get(checked);
+    const file = known?.key === key ? known.file : await this.locate(key);
     if (file === null) throw Object.assign(new Error(`no such object: ${key}`), { code: 'ENOENT' });
     const stream = fs.createReadStream(file, {
       highWaterMark: READ_CHUNK_BYTES,

@@ -26,7 +26,8 @@ export interface Storage {
   /** Streams `source` into `key`, hashing as it goes; the object appears only once complete. */
   write(key: string, source: Readable, contentType: string): Promise<WrittenObject>;
   stat(key: string): Promise<ObjectInfo | null>;
-  read(key: string, range?: ByteRange): Promise<Readable>;
+  /** `checked`: what `stat` of this key just answered, so that a store may skip checks it made then. */
+  read(key: string, range?: ByteRange, checked?: ObjectInfo): Promise<Readable>;
   delete(key: string): Promise<void>;
   /** A short-lived URL a client may download from directly, when the operator enabled it. */
   presignedUrl?(key: string, fileName: string): Promise<string | null>;

@@ -147,7 +147,7 @@ export class DownloadService {
       return reply.code(200).header(offload.header, offloadLocation(offload, key)).send('');
     }
     // The file is opened before the download is counted: a file that cannot be read counts nothing.
-    const body = length === 0 ? '' : await this.storage.read(key, { start, end });
+    const body = length === 0 ? '' : await this.storage.read(key, { start, end }, info);
     if (start === 0 && options.count) {
       try {
         await options.count();

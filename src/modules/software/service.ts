@@ -178,9 +178,20 @@ export class SoftwareService {
     return row;
   }
 
+  /**
+   * Every version by id, loaded once per content version (any write, on any instance, reloads it): a
+   * download finds its version in memory. Its counters are not read from here.
+   */
+  private versionsById(): Promise<ReadonlyMap<string, VersionRow>> {
+    return this.ctx.cache.get('software:versions-by-id', async () => {
+      const rows = await this.db.selectFrom('softwareVersions').selectAll().execute();
+      return new Map(rows.map((row) => [row.id, row]));
+    });
+  }
+
   /** A version the public may download: 404 while scheduled, 410 once revoked. */
   async downloadableVersion(versionId: string): Promise<VersionRow> {
-    const row = await repo.findVersion(this.db, versionId);
+    const row = (await this.versionsById()).get(versionId);
     if (!row || !isPublished(row.publishAt, now())) throw notFound(`software version not found: ${versionId}`);
     if (row.revokedAt !== null) throw new AppError(410, `software version ${row.version} was withdrawn`);
     return row;
