@@ -34,7 +34,7 @@ import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
 import { healthRoutes, Readiness } from './modules/system/health.js';
 import { systemRoutes } from './modules/system/routes.js';
-import { SharedLimits } from './shared-limits.js';
+import { DatabaseLimits, RedisLimits } from './shared-limits.js';
 import { Signer } from './signing.js';
 import type { Storage } from './storage/storage.js';
 
@@ -84,7 +84,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const cache = new ContentCache(db, config.cacheCheckMs, metrics?.cacheLookup);
   const signer = new Signer(db, cache, { keyFile: config.signingKeyFile, overlapDays: config.signingOverlapDays });
   await signer.init();
-  const limits = new SharedLimits(db);
+  const limits = config.redis ? new RedisLimits(config.redis.url, config.redis.prefix) : new DatabaseLimits(db);
   const ctx: AppContext = {
     config,
     db,
@@ -181,6 +181,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       ctx.housekeeping.stop();
       await server.close();
       await ctx.devices.close();
+      await limits.close();
     },
   };
 }

@@ -34,6 +34,8 @@ export interface Config {
   readonly metricsToken: string | null;
   /** How long a stopping instance answers `/readyz` with 503 (still serving) before it closes. */
   readonly shutdownDrainMs: number;
+  /** Where the per-client bounds are counted instead of the database, when set. */
+  readonly redis: { readonly url: string; readonly prefix: string } | null;
 }
 
 /**
@@ -198,6 +200,15 @@ function parseOffload(env: Env, storage: StorageConfig): DownloadOffload | null 
   return { header: raw, prefix };
 }
 
+function parseRedis(env: Env): Config['redis'] {
+  const url = (env.REDIS_URL ?? '').trim();
+  if (url === '') return null;
+  if (!/^rediss?:\/\//.test(url)) throw new ConfigError(`REDIS_URL must be a redis:// or rediss:// URL, got "${url}"`);
+  const prefix = env.REDIS_PREFIX ?? 'lds:';
+  if (!/^[\w.:-]{0,64}$/.test(prefix)) throw new ConfigError(`REDIS_PREFIX must be up to 64 of A-Z a-z 0-9 _ . : -`);
+  return Object.freeze({ url, prefix });
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(env.DATA_DIR || './data');
   const appName = env.APP_NAME || 'app';
@@ -237,5 +248,6 @@ export function loadConfig(env: Env = process.env): Config {
     metrics: env.METRICS === undefined ? true : flag(env, 'METRICS'),
     metricsToken: parseMetricsToken(env.METRICS_TOKEN),
     shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 5000, 0, 120_000),
+    redis: parseRedis(env),
   });
 }

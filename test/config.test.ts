@@ -146,12 +146,26 @@ describe('operations settings', () => {
     expect(loadConfig({ METRICS: 'on' }).metrics).toBe(true);
   });
 
+  it('counts the per-client bounds in the database unless REDIS_URL is set (prefix lds: by default)', () => {
+    expect(loadConfig({}).redis).toBeNull();
+    expect(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379/2' }).redis).toEqual({
+      url: 'redis://127.0.0.1:6379/2',
+      prefix: 'lds:',
+    });
+    expect(loadConfig({ REDIS_URL: 'rediss://cache.internal:6380', REDIS_PREFIX: 'eu-1:' }).redis).toEqual({
+      url: 'rediss://cache.internal:6380',
+      prefix: 'eu-1:',
+    });
+  });
+
   it.each([
     [{ METRICS: 'sometimes' }, /METRICS must be true or false/],
     [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN must be 16 to 256 printable characters/],
     [{ METRICS_TOKEN: 'has a space in the middle' }, /METRICS_TOKEN/],
     [{ SHUTDOWN_DRAIN_MS: '-5' }, /SHUTDOWN_DRAIN_MS must be a whole number/],
     [{ SHUTDOWN_DRAIN_MS: '999999' }, /SHUTDOWN_DRAIN_MS must be between 0 and 120000/],
+    [{ REDIS_URL: 'http://127.0.0.1:6379' }, /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/],
+    [{ REDIS_URL: 'redis://127.0.0.1', REDIS_PREFIX: 'has space' }, /REDIS_PREFIX must be/],
   ])('refuses %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });

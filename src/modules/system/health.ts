@@ -66,7 +66,8 @@ export function healthRoutes(ctx: AppContext, readiness: Readiness): FastifyPlug
         helmet: false,
         schema: {
           tags: ['system'],
-          summary: 'Readiness: the database and the store answer and the instance is not shutting down (else 503)',
+          summary:
+            'Readiness: the database, the store (and Redis, when used) answer and the instance is not shutting down (else 503)',
           response: { 200: Healthy, 503: ErrorResponse },
         },
       },
@@ -78,6 +79,12 @@ export function healthRoutes(ctx: AppContext, readiness: Readiness): FastifyPlug
         } catch (err) {
           request.log.warn({ err }, 'readiness: database not answering');
           return reply.code(503).send({ error: 'the database does not answer' });
+        }
+        try {
+          await within(ctx.limits.ping(), 'Redis');
+        } catch (err) {
+          request.log.warn({ err }, 'readiness: Redis not answering');
+          return reply.code(503).send({ error: 'Redis does not answer' });
         }
         try {
           await within(ctx.storage.stat(STORE_PROBE_KEY), 'the file store');
