@@ -25,7 +25,7 @@ describe('administrator session', () => {
     expect(raw).not.toMatch(/Secure/i);
     const cookie = sessionCookieOf(res);
     expect((await me({ cookie })).json()).toEqual({
-      user: { id: expect.any(String), username: 'admin', role: 'owner' },
+      user: { id: expect.any(String), username: 'admin', role: 'owner', totpEnabled: false },
     });
   });
 

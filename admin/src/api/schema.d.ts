@@ -5102,7 +5102,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database and the store answer and the instance is not shutting down (else 503) */
+        /** Readiness: the database, the store (and Redis, when used) answer and the instance is not shutting down (else 503) */
         get: {
             parameters: {
                 query?: never;
