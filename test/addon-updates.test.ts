@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
+import { admin, buildTestApp, type TestApp, upload } from './helpers/app.js';
+
+let t: TestApp;
+
+interface ReleaseFile {
+  id: string;
+  version: string;
+  downloadUrl: string;
+  sha256: string | null;
+  fileSize: number;
+}
+interface Result {
+  query: Record<string, string>;
+  addon: { id: string; slug: string; name: string } | null;
+  installed: ReleaseFile | null;
+  updateAvailable: boolean;
+  latest: ReleaseFile | null;
+}
+
+const files: { filePath: string; sha256: string }[] = [];
+let addonId = '';
+const releaseIds: string[] = [];
+
+async function release(version: string, file: { filePath: string }, extra: Record<string, unknown> = {}) {
+  const res = await admin(t, 'POST', '/api/releases', {
+    addonId,
+    version,
+    downloadType: 'local',
+    filePath: file.filePath,
+    ...extra,
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json<{ id: string }>().id;
+}
+
+beforeAll(async () => {
+  t = await buildTestApp({ PUBLIC_BASE_URL: 'https://addons.example.test' });
+  const created = await admin(t, 'POST', '/api/addons', { slug: 'questie', name: '任务助手', nameEn: 'Questie', summary: '摘要' });
+  addonId = created.json<{ id: string }>().id;
+  for (const [i, content] of ['v1 bytes', 'v2 bytes', 'v3 bytes'].entries()) {
+    files.push(await upload(t, `questie-${i}.zip`, content));
+  }
+  releaseIds.push(await release('1.0', files[0]!));
+  releaseIds.push(await release('2.0', files[1]!));
+  // Scheduled: invisible to addon managers until due.
+  await release('3.0', files[2]!, { publishAt: new Date(Date.now() + 3_600_000).toISOString() });
+  await admin(t, 'POST', '/api/addons', { slug: 'draft-addon', name: '草稿', summary: '摘要', published: false });
+});
+afterAll(() => t.close());
+
+function check(installed: unknown[], query = '') {
+  return t.inject({ method: 'POST', url: `/api/addons/updates${query}`, payload: { installed } });
+}
+
+describe('POST /api/addons/updates', () => {
+  it('answers every entry in order: by slug and version, by file hash, unknown ones', async () => {
+    const res = await check(
+      [
+        { slug: 'questie', version: '1.0' },
+        { sha256: files[1]!.sha256 },
+        { slug: 'questie', version: '0.9-local' },
+        { slug: 'nope', version: '1' },
+        { sha256: 'f'.repeat(64) },
+        { sha256: files[2]!.sha256 },
+        { slug: 'draft-addon', version: '1' },
+      ],
+      '?lang=en',
+    );
+    expect(res.statusCode).toBe(200);
+    const { results } = res.json<{ results: Result[] }>();
+    expect(results.map((r) => r.updateAvailable)).toEqual([true, false, true, false, false, false, false]);
+    const [old, current, unknownVersion, unknownSlug, unknownHash, scheduled, draft] = results;
+    expect(old?.query).toEqual({ slug: 'questie', version: '1.0' });
+    expect(old?.addon).toMatchObject({ id: addonId, slug: 'questie', name: 'Questie' });
+    expect(old?.installed).toMatchObject({ id: releaseIds[0], version: '1.0' });
+    expect(old?.latest).toEqual({
+      id: releaseIds[1],
+      version: '2.0',
+      downloadUrl: `https://addons.example.test/api/download/${releaseIds[1]}`,
+      sha256: files[1]!.sha256,
+      fileSize: 8,
+      createdAt: expect.any(String),
+      dependencies: [],
+    });
+    expect(current?.installed?.id).toBe(releaseIds[1]);
+    expect(current?.latest?.id).toBe(releaseIds[1]);
+    // A version the catalogue does not know counts as outdated.
+    expect(unknownVersion).toMatchObject({ installed: null, latest: { id: releaseIds[1] } });
+    for (const none of [unknownSlug, unknownHash, scheduled, draft]) {
+      expect(none).toMatchObject({ addon: null, installed: null, latest: null });
+    }
+  });
+
+  it('follows the latest flag: an installed release newer than the flagged one has no update', async () => {
+    expect((await admin(t, 'PUT', `/api/releases/${releaseIds[0]}`, { isLatest: true })).statusCode).toBe(200);
+    const { results } = (await check([{ slug: 'questie', version: '2.0' }, { sha256: files[0]!.sha256 }])).json<{
+      results: Result[];
+    }>();
+    expect(results.map((r) => [r.updateAvailable, r.latest?.id])).toEqual([
+      [false, releaseIds[0]],
+      [false, releaseIds[0]],
+    ]);
+    expect((await admin(t, 'PUT', `/api/releases/${releaseIds[1]}`, { isLatest: true })).statusCode).toBe(200);
+    const after = (await check([{ sha256: files[0]!.sha256 }])).json<{ results: Result[] }>();
+    expect(after.results[0]).toMatchObject({ updateAvailable: true, latest: { id: releaseIds[1] } });
+  });
+
+  it('is signed like the other answers that say what to download', async () => {
+    const keys = (await t.inject('/api/signing-keys')).json<SigningKey[]>();
+    const res = await check([{ slug: 'questie', version: '1.0' }]);
+    expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
+  });
+
+  it('validates the body: 1 to 500 entries, each a slug and version or a hash, naming the field', async () => {
+    const many = Array.from({ length: 501 }, () => ({ slug: 'questie', version: '1.0' }));
+    expect((await check(many.slice(0, 500))).statusCode).toBe(200);
+    for (const bad of [many, [], [{ slug: 'questie' }], [{ sha256: 'xyz' }], [{ slug: '', version: '1' }], [5]]) {
+      const res = await check(bad);
+      expect(res.statusCode, JSON.stringify(bad).slice(0, 60)).toBe(400);
+      expect(res.json<{ error: string }>().error).toMatch(/installed/);
+    }
+    const noBody = await t.inject({ method: 'POST', url: '/api/addons/updates', payload: {} });
+    expect(noBody.statusCode).toBe(400);
+  });
+});
+
+describe('GET /api/releases/by-hash/{sha256}', () => {
+  it('identifies a published file (any case of hex), signed', async () => {
+    const keys = (await t.inject('/api/signing-keys')).json<SigningKey[]>();
+    const res = await t.inject(`/api/releases/by-hash/${files[0]!.sha256.toUpperCase()}`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      addon: { id: addonId, slug: 'questie' },
+      release: { id: releaseIds[0], version: '1.0', sha256: files[0]!.sha256 },
+    });
+    expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
+  });
+
+  it('answers 404 for an unknown or scheduled file, 400 for a malformed hash', async () => {
+    expect((await t.inject(`/api/releases/by-hash/${'0'.repeat(64)}`)).statusCode).toBe(404);
+    expect((await t.inject(`/api/releases/by-hash/${files[2]!.sha256}`)).statusCode).toBe(404);
+    const bad = await t.inject('/api/releases/by-hash/not-a-hash');
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json<{ error: string }>().error).toMatch(/sha256/);
+  });
+
+  it('sees a new release after the write, without a restart', async () => {
+    const file = await upload(t, 'questie-4.zip', 'v4 bytes');
+    const id = await release('4.0', file);
+    const res = await t.inject(`/api/releases/by-hash/${file.sha256}`);
+    expect(res.json()).toMatchObject({ release: { id, version: '4.0' } });
+    const { results } = (await check([{ slug: 'questie', version: '2.0' }])).json<{ results: Result[] }>();
+    expect(results[0]).toMatchObject({ updateAvailable: true, latest: { id } });
+  });
+});
