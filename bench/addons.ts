@@ -4,10 +4,11 @@ import type { AddonRow, ReleaseRow, ScreenshotRow } from '../src/db/schema.js';
 import { api, type BenchTarget, type ScenarioProvider } from './lib.js';
 
 /*
- * The addon catalogue: GET /api/addons with and without `search`, over ADDON_BENCH_COUNT addons
- * (default 2,000) with 10 releases and 2 screenshots each. Rows are written straight into the
- * service's database (fast), then one write through the API clears the service's caches.
- * Growth: ADDON_BENCH_COUNT=200|2000|20000 npm run bench -- --only addons
+ * The addon catalogue: pages, searches, a detail and the full list (plain and brotli) of
+ * GET /api/addons over ADDON_BENCH_COUNT addons (default 2,000) with 10 releases and 2 screenshots
+ * each, while downloads are counted in parallel. Rows are written straight into the service's
+ * database (fast), then one write through the API clears the service's caches.
+ * Growth: ADDON_BENCH_COUNT=2000|20000|100000 npm run bench -- --only addons
  */
 const COUNT = Number(process.env.ADDON_BENCH_COUNT ?? 2000);
 const RELEASES_PER_ADDON = 10;
@@ -116,6 +117,8 @@ export async function seedCatalogue(target: BenchTarget, count: number): Promise
             wowVersion: '1.18',
             createdAt: iso(createdAt + r * 1000),
             publishAt: null,
+            dependencies: '[]',
+            counterSeq: 0,
           });
         }
         addons.push({
@@ -128,6 +131,7 @@ export async function seedCatalogue(target: BenchTarget, count: number): Promise
           totalDownloads: total,
           createdAt: iso(createdAt),
           updatedAt: iso(createdAt + RELEASES_PER_ADDON * 1000),
+          counterSeq: 0,
         });
         for (let s = 0; s < 2; s += 1) {
           screenshots.push({
@@ -150,15 +154,34 @@ export async function seedCatalogue(target: BenchTarget, count: number): Promise
   await api(target, 'POST', '/api/addons', { slug: 'bench-marker', name: '基准标记', summary: '标记' });
 }
 
+/** Downloads counted per second while the catalogue is read (each moves the counters readers show). */
+const DOWNLOADS_PER_SECOND = 50;
+
 export const scenarios: ScenarioProvider = async (target) => {
   await seedCatalogue(target, COUNT);
-  const search = (term: string, lang = 'zh') => `/api/addons?search=${encodeURIComponent(term)}&lang=${lang}`;
+  // Downloads are counted in parallel with every catalogue scenario: a counter snapshot moves each
+  // second, so answers are re-rendered at most once a second as they would be in production.
+  const download = `${target.url}/api/download/bench-addon-7-r${RELEASES_PER_ADDON - 1}`;
+  const downloading = setInterval(() => {
+    void fetch(download, { redirect: 'manual' }).then((r) => r.body?.cancel(), () => undefined);
+  }, 1000 / DOWNLOADS_PER_SECOND);
+  target.cleanup(() => Promise.resolve(clearInterval(downloading)));
+  const search = (term: string, lang = 'zh', more = '') =>
+    `/api/addons?search=${encodeURIComponent(term)}&lang=${lang}${more}`;
+  const n = `(${COUNT}, ${DOWNLOADS_PER_SECOND} downloads/s)`;
   return [
-    { name: `addons list (${COUNT})`, path: '/api/addons' },
-    { name: `addons list en (${COUNT})`, path: '/api/addons?lang=en' },
-    { name: `addons search zh "施法" (${COUNT})`, path: search('施法') },
-    { name: `addons search en "cast bar" (${COUNT})`, path: search('cast bar', 'en') },
-    { name: `addons search miss (${COUNT})`, path: search('不存在的插件') },
-    { name: `addon detail (${COUNT})`, path: '/api/addons/bench-addon-7?lang=en' },
+    { name: `addons page ${n}`, path: '/api/addons?limit=20' },
+    { name: `addons page by downloads ${n}`, path: '/api/addons?limit=20&sort=downloads' },
+    { name: `addons search zh "施法" ${n}`, path: search('施法') },
+    { name: `addons search en "cast bar" ranked page ${n}`, path: search('cast bar', 'en', '&sort=relevance&limit=20') },
+    { name: `addons search miss ${n}`, path: search('不存在的插件') },
+    {
+      name: `addons search new term each time ${n}`,
+      path: search('zq0'),
+      makePath: (i) => search(`zq${i}`),
+    },
+    { name: `addon detail ${n}`, path: '/api/addons/bench-addon-7?lang=en' },
+    { name: `addons full list ${n}`, path: '/api/addons', connections: 4 },
+    { name: `addons full list br ${n}`, path: '/api/addons', headers: { 'accept-encoding': 'br' }, connections: 4 },
   ];
 };

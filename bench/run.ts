@@ -8,7 +8,7 @@ import type { LoopDelay } from './loop-probe.js';
 import { type Baseline, type BenchRun, median, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
- * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name]
+ * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]]
  * Loads each scenario on the real service and on its baseline (by default a bare node:http server
  * answering the same number of bytes) in turn, `rounds` times, and prints medians, the ratio of the
  * two rates and the p99 of each server's event-loop delay while it was loaded.
@@ -213,7 +213,9 @@ try {
   };
   const scenarios: Scenario[] = [];
   for (const provide of await providers()) scenarios.push(...(await provide(target)));
-  const chosen = scenarios.filter((s) => args.only === undefined || s.name.includes(args.only));
+  // --only a,b: the scenarios whose names contain any of the comma-separated parts.
+  const wanted = args.only?.split(',') ?? null;
+  const chosen = scenarios.filter((s) => wanted === null || wanted.some((part) => s.name.includes(part)));
   if (compared) {
     // Seeding went through this process (its heap holds what it built): measure a fresh one, so that
     // both sides start alike.
@@ -281,6 +283,10 @@ try {
     );
     console.log(rows[rows.length - 1]);
   }
+  // Peak resident memory of the service over the whole run (Linux: VmHWM).
+  const status = fs.readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
+  const peak = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
+  if (peak !== undefined) console.log(`\nservice peak RSS: ${(Number(peak) / 1024).toFixed(0)} MiB`);
   console.log(`\n${header}`);
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);

@@ -25,8 +25,11 @@ import { consoleRoutes } from './modules/console/routes.js';
 import { AuthService } from './modules/auth/service.js';
 import { deviceRoutes } from './modules/devices/routes.js';
 import { DeviceHousekeeping } from './modules/devices/housekeeping.js';
+import { webhookRoutes } from './modules/webhooks/routes.js';
+import { WebhookWorker } from './modules/webhooks/worker.js';
 import { DeviceService } from './modules/devices/service.js';
 import { DownloadService } from './modules/downloads/service.js';
+import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
 import { FileService } from './modules/files/service.js';
 import { signingRoutes } from './modules/signing/routes.js';
@@ -100,6 +103,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       onCounted: metrics?.downloadCounted,
     }),
     limits,
+    webhooks: new WebhookWorker(db, { ...config.webhooks, appName: config.appName }),
     housekeeping: new DeviceHousekeeping(db, {
       deviceDays: config.deviceRetentionDays,
       ipDays: config.ipRetentionDays,
@@ -126,8 +130,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(cors, {
     origin: config.corsOrigin === '*' ? '*' : corsOrigins,
     strictPreflight: false,
-    // A web page may verify signed answers too.
-    exposedHeaders: ['X-Signature'],
+    // A web page may verify signed answers too, and follow the catalogue's pages.
+    exposedHeaders: ['X-Signature', 'Link', 'X-Total-Count'],
   });
   server.addHook(
     'onRequest',
@@ -167,6 +171,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(signingRoutes(ctx));
   await server.register(addonRoutes(ctx));
   await server.register(contentRoutes(ctx));
+  await server.register(feedRoutes(ctx));
+  await server.register(webhookRoutes(ctx));
   await server.register(deviceRoutes(ctx));
   await server.register(statsRoutes(ctx));
   await server.register(consoleRoutes());
@@ -179,6 +185,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     beginShutdown: () => readiness.beginShutdown(),
     async close() {
       ctx.housekeeping.stop();
+      await ctx.webhooks.stop();
       await server.close();
       await ctx.devices.close();
       await limits.close();

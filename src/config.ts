@@ -36,6 +36,13 @@ export interface Config {
   readonly shutdownDrainMs: number;
   /** Where the per-client bounds are counted instead of the database, when set. */
   readonly redis: { readonly url: string; readonly prefix: string } | null;
+  /** Webhook delivery: polling, per-attempt timeout, attempts before giving up, first retry wait. */
+  readonly webhooks: {
+    readonly pollMs: number;
+    readonly timeoutMs: number;
+    readonly maxAttempts: number;
+    readonly backoffMs: number;
+  };
 }
 
 /**
@@ -249,5 +256,11 @@ export function loadConfig(env: Env = process.env): Config {
     metricsToken: parseMetricsToken(env.METRICS_TOKEN),
     shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 5000, 0, 120_000),
     redis: parseRedis(env),
+    webhooks: Object.freeze({
+      pollMs: integer(env, 'WEBHOOK_POLL_MS', 1000, 10, 60_000),
+      timeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 10, 120_000),
+      maxAttempts: integer(env, 'WEBHOOK_MAX_ATTEMPTS', 8, 1, 100),
+      backoffMs: integer(env, 'WEBHOOK_BACKOFF_MS', 30_000, 1, 3_600_000),
+    }),
   });
 }

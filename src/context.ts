@@ -5,6 +5,7 @@ import type { AuthService } from './modules/auth/service.js';
 import type { DeviceHousekeeping } from './modules/devices/housekeeping.js';
 import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
+import type { WebhookWorker } from './modules/webhooks/worker.js';
 import type { FileService } from './modules/files/service.js';
 import type { SharedLimits } from './shared-limits.js';
 import type { Signer } from './signing.js';
@@ -24,4 +25,6 @@ export interface AppContext {
   readonly limits: SharedLimits;
   readonly housekeeping: DeviceHousekeeping;
   readonly devices: DeviceService;
+  /** Sends the webhook outbox (started by the server, like the housekeeping). */
+  readonly webhooks: WebhookWorker;
 }

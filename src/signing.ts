@@ -8,6 +8,7 @@ import type { Db } from './db/index.js';
 import type { SigningKeyRow } from './db/schema.js';
 import { now, nowIso } from './domain/clock.js';
 import { conflict } from './http/errors.js';
+import { identityBody, presignedSignature } from './http/rendered.js';
 
 /** A key as `GET /api/signing-keys` lists it. */
 export interface SigningKeyEntry {
@@ -193,7 +194,11 @@ export class Signer {
       if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
       const type = reply.getHeader('content-type');
       if (typeof type !== 'string' || !type.startsWith('application/json')) return payload;
-      reply.header('X-Signature', await this.header(payload));
+      // A compressed answer is signed as its client reads it: decoded (a large one was signed when rendered).
+      const signature = Buffer.isBuffer(payload)
+        ? (presignedSignature(payload) ?? (await this.header(identityBody(payload) ?? payload)))
+        : await this.header(payload);
+      reply.header('X-Signature', signature);
       return payload;
     });
   }

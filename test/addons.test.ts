@@ -1,10 +1,6 @@
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type App, buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { type DatabaseHandle, openDatabase } from '../src/db/index.js';
-import { LocalStorage } from '../src/storage/local.js';
-import { admin, buildTestApp, type TestApp, upload } from './helpers/app.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { App } from '../src/app.js';
+import { admin, buildSecondApp, buildTestApp, type TestApp, upload } from './helpers/app.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -83,6 +79,14 @@ async function detail(idOrSlug: string, query = ''): Promise<AddonJson> {
   const res = await t.inject({ url: `/api/addons/${idOrSlug}${query}` });
   expect(res.statusCode).toBe(200);
   return res.json();
+}
+
+/**
+ * Download counters show in reads within 2 seconds (contract: they may come from a cache refreshed
+ * at most every second). Retries `check` until it passes, for at most those 2 seconds.
+ */
+function withinCounterDelay(check: () => Promise<void>): Promise<void> {
+  return vi.waitFor(check, { timeout: 2000, interval: 50 });
 }
 
 describe('addon create, read, update, delete', () => {
@@ -490,19 +494,22 @@ describe('GET /api/download/{releaseId}', () => {
     });
     expect(notModified.statusCode).toBe(304);
     expect((await t.inject({ url: `/api/download/${r.id}`, headers: { range: 'bytes=0-9' } })).statusCode).toBe(206);
-    const d = await detail(a.id);
-    expect(d.totalDownloads).toBe(2);
-    expect(d.releases[0]?.downloadCount).toBe(2);
-    // The list shows the counters on the next read.
-    const listed = (await list('?published=false')).find((x) => x.id === a.id);
-    expect(listed?.totalDownloads).toBe(2);
-    expect(listed?.releases[0]?.downloadCount).toBe(2);
+    await withinCounterDelay(async () => {
+      const d = await detail(a.id);
+      expect(d.totalDownloads).toBe(2);
+      expect(d.releases[0]?.downloadCount).toBe(2);
+      const listed = (await list('?published=false')).find((x) => x.id === a.id);
+      expect(listed?.totalDownloads).toBe(2);
+      expect(listed?.releases[0]?.downloadCount).toBe(2);
+    });
     await t.inject({ url: `/api/download/${r.id}` });
-    const again = (await list('?published=false')).find((x) => x.id === a.id);
-    expect(again?.totalDownloads).toBe(3);
-    expect(again?.releases[0]?.downloadCount).toBe(3);
-    const rel = (await t.inject({ url: `/api/releases?addonId=${a.id}` })).json<ReleaseJson[]>();
-    expect(rel[0]?.downloadCount).toBe(3);
+    await withinCounterDelay(async () => {
+      const again = (await list('?published=false')).find((x) => x.id === a.id);
+      expect(again?.totalDownloads).toBe(3);
+      expect(again?.releases[0]?.downloadCount).toBe(3);
+      const rel = (await t.inject({ url: `/api/releases?addonId=${a.id}` })).json<ReleaseJson[]>();
+      expect(rel[0]?.downloadCount).toBe(3);
+    });
   });
 
   it('redirects an external link with 302 and counts it', async () => {
@@ -515,8 +522,10 @@ describe('GET /api/download/{releaseId}', () => {
     const res = await t.inject({ url: `/api/download/${r.id}` });
     expect(res.statusCode).toBe(302);
     expect(res.headers.location).toBe('https://cdn.example.test/x.zip');
-    expect((await detail(a.id)).totalDownloads).toBe(1);
-    expect(await counts()).toEqual([1]);
+    await withinCounterDelay(async () => {
+      expect((await detail(a.id)).totalDownloads).toBe(1);
+      expect(await counts()).toEqual([1]);
+    });
   });
 
   it('answers 404 for an unknown release or a missing file, without counting', async () => {
@@ -539,13 +548,15 @@ describe('GET /api/download/{releaseId}', () => {
       Array.from({ length: 50 }, (_, i) => t.inject({ url: `/api/download/${i % 5 === 0 ? r1.id : r2.id}` })),
     );
     expect(results.every((r) => r.statusCode === 200)).toBe(true);
-    const d = await detail(a.id);
-    expect(d.totalDownloads).toBe(50);
-    expect(d.releases.find((r) => r.id === r1.id)?.downloadCount).toBe(10);
-    expect(d.releases.find((r) => r.id === r2.id)?.downloadCount).toBe(40);
-    const listed = (await list('?published=false')).find((x) => x.id === a.id);
-    expect(listed?.totalDownloads).toBe(50);
-    expect(listed?.releases[0]).toMatchObject({ id: r2.id, downloadCount: 40 });
+    await withinCounterDelay(async () => {
+      const d = await detail(a.id);
+      expect(d.totalDownloads).toBe(50);
+      expect(d.releases.find((r) => r.id === r1.id)?.downloadCount).toBe(10);
+      expect(d.releases.find((r) => r.id === r2.id)?.downloadCount).toBe(40);
+      const listed = (await list('?published=false')).find((x) => x.id === a.id);
+      expect(listed?.totalDownloads).toBe(50);
+      expect(listed?.releases[0]).toMatchObject({ id: r2.id, downloadCount: 40 });
+    });
     // totalDownloads stays the sum of the releases' counts when a release goes.
     await admin(t, 'DELETE', `/api/releases/${r1.id}`);
     expect((await detail(a.id)).totalDownloads).toBe(40);
@@ -582,7 +593,7 @@ describe('concurrency and other instances', () => {
     expect((await detail(a.id)).releases.filter((r) => r.isLatest)).toHaveLength(1);
   });
 
-  it('a large answer (over 500 addons) reads all counters at once, and still fresh', async () => {
+  it('a large answer (over 500 addons) shows every download within 2 seconds', async () => {
     const now = new Date().toISOString();
     const addons = Array.from({ length: 600 }, (_, i) => ({
       id: `bulk-${i}`,
@@ -612,32 +623,24 @@ describe('concurrency and other instances', () => {
     expect(before[0]).toMatchObject({ id: 'bulk-0', totalDownloads: 0 });
     for (let n = 1; n <= 2; n += 1) {
       expect((await t.inject({ url: `/api/download/${r.id}` })).statusCode).toBe(302);
-      const [first] = await list('?category=bulk');
-      expect(first).toMatchObject({ id: 'bulk-0', totalDownloads: n });
-      expect(first?.releases[0]).toMatchObject({ id: r.id, downloadCount: n });
+      const counted = Date.now();
+      await withinCounterDelay(async () => {
+        const [first] = await list('?category=bulk');
+        expect(first).toMatchObject({ id: 'bulk-0', totalDownloads: n });
+        expect(first?.releases[0]).toMatchObject({ id: r.id, downloadCount: n });
+      });
+      expect(Date.now() - counted).toBeLessThan(2000);
     }
   });
 
   describe('a second instance on the same database', () => {
     let other: App;
-    let otherDb: DatabaseHandle;
     beforeAll(async () => {
-      otherDb = await openDatabase(t.testDb.config);
-      const config = loadConfig({ DATA_DIR: t.dir, CACHE_CHECK_MS: '50', HEARTBEAT_FLUSH_MS: '50' });
-      other = await buildApp({
-        config: { ...config, database: t.testDb.config },
-        database: otherDb,
-        storage: new LocalStorage(path.join(t.dir, 'uploads')),
-        logger: false,
-      });
-      await other.server.ready();
+      other = await buildSecondApp(t);
     });
-    afterAll(async () => {
-      await other.close();
-      await otherDb.close();
-    });
+    afterAll(() => other.close());
 
-    it('downloads counted there show here on the next read; writes there show here within 5 s', async () => {
+    it('downloads counted there show here within 2 s; writes there show here within 5 s', async () => {
       const a = await createAddon({ category: 'multi' });
       const r = await createRelease(a.id);
       await list('?category=multi'); // this instance now holds the catalogue and its counters
@@ -646,10 +649,12 @@ describe('concurrency and other instances', () => {
         Array.from({ length: 10 }, () => other.server.inject({ url: `/api/download/${r.id}` })),
       );
       expect(served.map((x) => x.statusCode)).toEqual(served.map(() => 302));
-      const [listed] = await list('?category=multi');
-      expect(listed).toMatchObject({ id: a.id, totalDownloads: 10 });
-      expect(listed?.releases[0]?.downloadCount).toBe(10);
-      expect((await detail(a.id)).totalDownloads).toBe(10);
+      await withinCounterDelay(async () => {
+        const [listed] = await list('?category=multi');
+        expect(listed).toMatchObject({ id: a.id, totalDownloads: 10 });
+        expect(listed?.releases[0]?.downloadCount).toBe(10);
+        expect((await detail(a.id)).totalDownloads).toBe(10);
+      });
 
       const created = await other.server.inject({
         method: 'POST',

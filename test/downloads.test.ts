@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { DownloadCounter, type DownloadKind } from '../src/modules/downloads/counting.js';
 import { contentDisposition } from '../src/modules/downloads/service.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
@@ -188,14 +189,38 @@ describe('group commit of counters', () => {
 
   it('fails the downloads of a batch whose commit fails, and counts none of them', async () => {
     const v = await createVersion(t, packageId, { version: '21', versionCode: 21, filePath: file.filePath });
+    const a = (await admin(t, 'POST', '/api/addons', { slug: 'poisoned', name: '毒', summary: '摘要' })).json<{ id: string }>();
+    // The batch's last statement (the addon's total) fails: the statements before it are undone.
+    const trigger =
+      t.app.ctx.engine === 'postgres'
+        ? [
+            sql`create function poisoned() returns trigger language plpgsql as $$ begin raise exception 'poisoned'; end $$`,
+            sql`create trigger poisoned before update on addons for each row when (new.slug = 'poisoned') execute function poisoned()`,
+          ]
+        : [
+            sql`create trigger poisoned before update on addons when new.slug = 'poisoned' begin select raise(abort, 'poisoned'); end`,
+          ];
+    for (const statement of trigger) await statement.execute(t.database.db);
+    try {
+      const counter = new DownloadCounter(t.database.db, t.app.ctx.engine);
+      const calls = [counter.version(v.id, false), counter.release('no-such-release', a.id)];
+      const results = await Promise.allSettled(calls);
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+      expect(await counters(v.id)).toEqual({ total: 0, launcher: 0 });
+      // The next batch is unaffected.
+      await counter.version(v.id, false);
+      expect(await counters(v.id)).toEqual({ total: 1, launcher: 0 });
+    } finally {
+      await sql`drop trigger poisoned${sql.raw(t.app.ctx.engine === 'postgres' ? ' on addons' : '')}`.execute(t.database.db);
+      if (t.app.ctx.engine === 'postgres') await sql`drop function poisoned`.execute(t.database.db);
+    }
+  });
+
+  it('writes ids with quotes and backslashes as data (the statements of a batch are sent as text)', async () => {
+    const v = await createVersion(t, packageId, { version: '22', versionCode: 22, filePath: file.filePath });
     const counter = new DownloadCounter(t.database.db, t.app.ctx.engine);
-    const failing = () => Promise.reject(new Error('database gone'));
-    const calls = [counter.version(v.id, false), counter.release('no-such-release', 'no-such-addon', failing)];
-    const results = await Promise.allSettled(calls);
-    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
-    expect(await counters(v.id)).toEqual({ total: 0, launcher: 0 });
-    // The next batch is unaffected.
-    await counter.version(v.id, false);
+    const hostile = "x'); update software_versions set download_count = 999; --\\'";
+    await Promise.all([counter.release(hostile, hostile), counter.version(v.id, false)]);
     expect(await counters(v.id)).toEqual({ total: 1, launcher: 0 });
   });
 });

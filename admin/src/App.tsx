@@ -16,6 +16,7 @@ import { LoginPage } from './pages/Login';
 import { SigningKeysPage } from './pages/SigningKeys';
 import { SoftwarePage } from './pages/Software';
 import { TeamPage } from './pages/Team';
+import { WebhooksPage } from './pages/Webhooks';
 import { ROLE_LABEL, RoleGuard } from './roles';
 import { useLink, useRouter } from './router';
 
@@ -52,6 +53,7 @@ const NAV: { to: string; label: MessageKey; ownersOnly?: true }[] = [
   { to: '/signing-keys', label: 'signingKeys' },
   { to: '/account', label: 'account' },
   { to: '/team', label: 'team', ownersOnly: true },
+  { to: '/webhooks', label: 'webhooks', ownersOnly: true },
 ];
 
 function NavItem({ to, label, active, onNavigate }: { to: string; label: string; active: boolean; onNavigate: () => void }) {
@@ -100,6 +102,7 @@ function Page({ route }: { route: string }) {
   if (route === '/signing-keys') return <SigningKeysPage />;
   if (route === '/account') return <AccountPage />;
   if (route === '/team') return <TeamPage />;
+  if (route === '/webhooks') return <WebhooksPage />;
   return <DashboardPage />;
 }
 

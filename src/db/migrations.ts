@@ -379,11 +379,121 @@ const m004Operations: Migration = {
   },
 };
 
+const m005ServerSecrets: Migration = {
+  async up(db: Kysely<unknown>) {
+    // Random keys every instance shares (e.g. the catalogue's cursor key), created on first use.
+    await db.schema
+      .createTable('server_secrets')
+      .addColumn('name', 'text', (c) => c.primaryKey())
+      .addColumn('value', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+  },
+};
+
+const m006ReleaseDependencies: Migration = {
+  async up(db: Kysely<unknown>) {
+    // JSON text: [{"slug", "minVersion", "optional"}], the addons a release needs or can use.
+    await db.schema
+      .alterTable('releases')
+      .addColumn('dependencies', 'text', (c) => c.notNull().defaultTo('[]'))
+      .execute();
+  },
+};
+
+const m007CounterSeq: Migration = {
+  async up(db: Kysely<unknown>) {
+    // The counter version (content_state row 2) at a row's last counted download: a reader that
+    // holds the counters as of version V rereads only the rows counted after it.
+    for (const table of ['addons', 'releases']) {
+      await db.schema
+        .alterTable(table)
+        .addColumn('counter_seq', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+      await db.schema.createIndex(`${table}_counter_seq_idx`).on(table).column('counter_seq').execute();
+    }
+  },
+};
+
+const m008Webhooks: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('webhooks')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('url', 'text', (c) => c.notNull())
+      .addColumn('format', 'text', (c) => c.notNull())
+      // JSON text: the event names this webhook receives.
+      .addColumn('events', 'text', (c) => c.notNull())
+      .addColumn('secret', 'text', (c) => c.notNull())
+      .addColumn('enabled', 'integer', (c) => c.notNull().defaultTo(1))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    // The outbox: written in the transaction of the change it tells of.
+    await db.schema
+      .createTable('webhook_events')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('event', 'text', (c) => c.notNull())
+      .addColumn('subject_id', 'text', (c) => c.notNull())
+      // JSON text: what the event tells.
+      .addColumn('data', 'text', (c) => c.notNull())
+      .addColumn('occurred_at', 'text', (c) => c.notNull())
+      // When it may go out (epoch ms): a scheduled publication's time.
+      .addColumn('due_ms', 'bigint', (c) => c.notNull())
+      // For a scheduled publication: the publishAt it was scheduled for, checked again when due.
+      .addColumn('scheduled_for', 'text')
+      .addColumn('fanned_out', 'integer', (c) => c.notNull().defaultTo(0))
+      // Only this webhook (a test delivery), else every webhook that takes the event.
+      .addColumn('webhook_id', 'text')
+      .execute();
+    await db.schema.createIndex('webhook_events_due_idx').on('webhook_events').columns(['fanned_out', 'due_ms']).execute();
+    await db.schema
+      .createTable('webhook_deliveries')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('webhook_id', 'text', (c) => c.notNull().references('webhooks.id').onDelete('cascade'))
+      .addColumn('event_id', 'text', (c) => c.notNull().references('webhook_events.id').onDelete('cascade'))
+      .addColumn('status', 'text', (c) => c.notNull())
+      .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('next_attempt_ms', 'bigint', (c) => c.notNull())
+      .addColumn('lease_until_ms', 'bigint', (c) => c.notNull().defaultTo(0))
+      .addColumn('last_status', 'integer')
+      .addColumn('last_error', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('delivered_at', 'text')
+      .execute();
+    await db.schema
+      .createIndex('webhook_deliveries_due_idx')
+      .on('webhook_deliveries')
+      .columns(['status', 'next_attempt_ms'])
+      .execute();
+    await db.schema
+      .createIndex('webhook_deliveries_webhook_idx')
+      .on('webhook_deliveries')
+      .columns(['webhook_id', 'created_at'])
+      .execute();
+    await db.schema
+      .createTable('webhook_attempts')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('delivery_id', 'text', (c) => c.notNull().references('webhook_deliveries.id').onDelete('cascade'))
+      .addColumn('attempt', 'integer', (c) => c.notNull())
+      .addColumn('at', 'text', (c) => c.notNull())
+      .addColumn('status_code', 'integer')
+      .addColumn('error', 'text')
+      .addColumn('duration_ms', 'integer', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('webhook_attempts_delivery_idx').on('webhook_attempts').column('delivery_id').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
   '003_release_safety': m003ReleaseSafety,
   '004_operations': m004Operations,
+  '005_server_secrets': m005ServerSecrets,
+  '006_release_dependencies': m006ReleaseDependencies,
+  '007_counter_seq': m007CounterSeq,
+  '008_webhooks': m008Webhooks,
 };
 
 export const migrationProvider: MigrationProvider = {

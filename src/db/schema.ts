@@ -104,6 +104,8 @@ export interface AddonsTable {
   totalDownloads: Generated<number>;
   createdAt: string;
   updatedAt: string;
+  /** The counter version of the addon's last counted download (migration 007). */
+  counterSeq: Generated<number>;
 }
 
 export interface ReleasesTable {
@@ -123,6 +125,10 @@ export interface ReleasesTable {
   wowVersion: string;
   createdAt: string;
   publishAt: Generated<string | null>;
+  /** JSON text of `ReleaseDependency[]` (migration 006). */
+  dependencies: Generated<string>;
+  /** The counter version of the row's last counted download (migration 007). */
+  counterSeq: Generated<number>;
 }
 
 export interface ScreenshotsTable {
@@ -259,6 +265,65 @@ export interface AuditLogTable {
   changes: string;
 }
 
+/** A random key shared by every instance, created on first use (src/db/secrets.ts). */
+export interface ServerSecretsTable {
+  name: string;
+  /** Base64 of 32 random bytes. */
+  value: string;
+  createdAt: string;
+}
+
+/** A receiver of webhook events (migration 008). */
+export interface WebhooksTable {
+  id: string;
+  url: string;
+  format: 'json' | 'discord';
+  /** JSON text of the event names it receives. */
+  events: string;
+  secret: string;
+  enabled: Flag;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The webhook outbox: one row per event, written in the change's transaction. */
+export interface WebhookEventsTable {
+  id: string;
+  event: string;
+  subjectId: string;
+  /** JSON text of the event's data. */
+  data: string;
+  occurredAt: string;
+  dueMs: number;
+  scheduledFor: string | null;
+  fannedOut: Generated<Flag>;
+  webhookId: string | null;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhookId: string;
+  eventId: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: Generated<number>;
+  nextAttemptMs: number;
+  leaseUntilMs: Generated<number>;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+export interface WebhookAttemptsTable {
+  id: string;
+  deliveryId: string;
+  attempt: number;
+  at: string;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -282,6 +347,11 @@ export interface Database {
   signingKeys: SigningKeysTable;
   downloadDaily: DownloadDailyTable;
   contentState: ContentStateTable;
+  serverSecrets: ServerSecretsTable;
+  webhooks: WebhooksTable;
+  webhookEvents: WebhookEventsTable;
+  webhookDeliveries: WebhookDeliveriesTable;
+  webhookAttempts: WebhookAttemptsTable;
 }
 
 export type UserRow = Selectable<UsersTable>;
@@ -301,3 +371,7 @@ export type DeviceVersionRow = Selectable<DeviceVersionsTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;
 export type ReleaseUpdate = Updateable<ReleasesTable>;
 export type AddonUpdate = Updateable<AddonsTable>;
+export type WebhookRow = Selectable<WebhooksTable>;
+export type WebhookEventRow = Selectable<WebhookEventsTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;

@@ -61,7 +61,7 @@ export const FORMAT_MESSAGES: Readonly<Record<string, string>> = {
   'image-ref': 'must be an http(s) URL or a path such as /uploads/…, without spaces, quotes, & or other schemes',
 };
 
-const MAX_URL = 2048;
+export const MAX_URL = 2048;
 
 /** A download link: an absolute http(s) URL, or null or empty for none. */
 export const NullableHttpUrl = () => NullableString({ maxLength: MAX_URL, format: 'http-url' });

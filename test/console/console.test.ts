@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import http from 'node:http';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Secret, TOTP } from 'otpauth';
@@ -36,6 +37,16 @@ afterAll(async () => {
 });
 
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/** The administrator's session cookie, for setting up through the API what a test does not click. */
+async function apiLogin(): Promise<string> {
+  const res = await fetch(`${base}/api/admin/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }),
+  });
+  return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+}
 
 /** A fresh browser profile (no cookies) whose preferred language is `locale`. */
 async function newPage(locale = 'en-US', timezoneId?: string): Promise<Page> {
@@ -660,6 +671,66 @@ describe('admin console in Chromium against the real service', () => {
       .poll(async () => (await getJson<{ title: string }[]>(`${base}/api/gallery?lang=en`)).map((g) => g.title))
       .toEqual(['Raid night']);
     await screenshot(page, '08-gallery');
+  });
+
+  it('edits a release\'s dependencies, completing addon slugs from the catalogue', async () => {
+    const cookie = await apiLogin();
+    const write = async <T,>(url: string, body: object) => {
+      const res = await fetch(`${base}${url}`, { method: 'POST', headers: { cookie, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect(res.status, await res.clone().text()).toBe(201);
+      return (await res.json()) as T;
+    };
+    await write('/api/addons', { slug: 'bag-library', name: '背包库', nameEn: 'Bag Library', summary: '库' });
+    const addon = await write<{ id: string }>('/api/addons', { slug: 'bag-sorter', name: '背包整理器', nameEn: 'Bag Sorter', summary: '整理' });
+    await write('/api/releases', { addonId: addon.id, version: '2.0.0', downloadType: 'url', externalUrl: 'https://cdn.example.test/s.zip' });
+    const page = await newPage();
+    await login(page, base);
+    await page.goto(`${base}/admin/addons/${addon.id}`);
+    const row = page.getByTestId('release-2.0.0');
+    await row.getByTestId('edit-release').click();
+    await page.getByTestId('add-dependency').click();
+    // The catalogue is searched by name; the options are slugs.
+    await page.getByTestId('dep-slug').fill('Library');
+    await page.getByRole('option', { name: 'bag-library' }).click();
+    await page.getByTestId('dep-min-version').fill('2.0');
+    await page.getByTestId('dep-optional').check();
+    await page.getByTestId('rel-submit').click();
+    await row.getByTestId('release-dependencies').getByText('Needs bag-library ≥ 2.0 (optional)').waitFor();
+    const detail = await getJson<{ releases: { version: string; dependencies: unknown }[] }>(`${base}/api/addons/bag-sorter`);
+    expect(detail.releases.find((r) => r.version === '2.0.0')?.dependencies).toEqual([
+      { slug: 'bag-library', minVersion: '2.0', optional: true },
+    ]);
+  });
+
+  it('registers a webhook, shows its secret once, sends a test and lists the delivery', async () => {
+    const received: { event: string | undefined; signature: string | undefined }[] = [];
+    const receiver = http.createServer((req, res) => {
+      received.push({ event: req.headers['x-webhook-event'] as string | undefined, signature: req.headers['x-webhook-signature'] as string | undefined });
+      req.resume();
+      res.writeHead(204).end();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const address = receiver.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`;
+    try {
+      const page = await newPage();
+      await login(page, base);
+      await page.getByTestId('nav-webhooks').click();
+      await page.getByTestId('webhook-url').fill(url);
+      await page.getByTestId('webhook-create').click();
+      const secret = page.getByTestId('webhook-secret');
+      await secret.getByText(/^whsec_/).waitFor();
+      const row = page.getByTestId('webhook');
+      await row.getByText(url).waitFor();
+      await row.getByTestId('webhook-test').click();
+      await row.getByTestId('webhook-test-result').getByText('Test delivered (HTTP 204)').waitFor();
+      expect(received).toEqual([{ event: 'webhook.test', signature: expect.stringMatching(/^sha256=[0-9a-f]{64}$/) }]);
+      await row.getByTestId('webhook-deliveries').click();
+      await page.getByTestId('delivery').getByTestId('delivery-status').getByText('Delivered').waitFor();
+      await screenshot(page, '16-webhooks', { dialog: true });
+    } finally {
+      await new Promise((resolve) => receiver.close(resolve));
+    }
   });
 
   it('changes the password and logs in again with it', async () => {

@@ -117,3 +117,26 @@ export async function createVersion(t: TestApp, packageId: string, body: Record<
   if (res.statusCode !== 201) throw new Error(`create version failed ${res.statusCode}: ${res.body}`);
   return res.json<{ id: string; versionCode: number; isLatest: boolean; downloadCount: number }>();
 }
+
+/**
+ * Another app instance on `t`'s database and store (as a second process would be), with its own
+ * connection; `close()` closes both.
+ */
+export async function buildSecondApp(t: TestApp, env: Record<string, string> = {}): Promise<App> {
+  const database = await openDatabase(t.testDb.config);
+  const config = loadConfig({ DATA_DIR: t.dir, CACHE_CHECK_MS: '50', HEARTBEAT_FLUSH_MS: '50', ...env });
+  const app = await buildApp({
+    config: { ...config, database: t.testDb.config },
+    database,
+    storage: new LocalStorage(path.join(t.dir, 'uploads')),
+    logger: false,
+  });
+  await app.server.ready();
+  return {
+    ...app,
+    async close() {
+      await app.close();
+      await database.close();
+    },
+  };
+}

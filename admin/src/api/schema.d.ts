@@ -13,14 +13,20 @@ export interface paths {
                 query?: {
                     /** @description only addons of this category */
                     category?: string;
+                    /** @description opaque: the `rel="next"` link of the previous page carries it */
+                    cursor?: string;
                     /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
                     lang?: string;
+                    /** @description items per page, 1–100 (20 when only `cursor` is given). The answer carries `X-Total-Count` and, when there is more, `Link: <…>; rel="next"` */
+                    limit?: string;
                     /** @description alias of `lang` */
                     locale?: string;
                     /** @description `false` includes drafts; anything else lists published only */
                     published?: string;
                     /** @description case-insensitive; every whitespace-separated term must occur in the name or summary (zh or en) */
                     search?: string;
+                    /** @description `updated` (default: most recently updated first), `downloads` (most first), `name` (A–Z by the answer's name), `created` (newest first), `relevance` (best match of `search` first: a name equal to a term, then starting with it, then holding it, then the summary) */
+                    sort?: "updated" | "downloads" | "name" | "created" | "relevance";
                     /** @description client channel; every value resolves to `1.18` */
                     wow?: string;
                     /** @description alias of `wow` */
@@ -61,6 +67,14 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                dependencies: {
+                                    /** @description the lowest version that works, or null for any */
+                                    minVersion: string | null;
+                                    /** @description true: used when present (an optional dependency), not required */
+                                    optional: boolean;
+                                    /** @description the addon needed */
+                                    slug: string;
+                                }[];
                                 downloadCount: number;
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
@@ -162,6 +176,14 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                dependencies: {
+                                    /** @description the lowest version that works, or null for any */
+                                    minVersion: string | null;
+                                    /** @description true: used when present (an optional dependency), not required */
+                                    optional: boolean;
+                                    /** @description the addon needed */
+                                    slug: string;
+                                }[];
                                 downloadCount: number;
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
@@ -301,6 +323,14 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                dependencies: {
+                                    /** @description the lowest version that works, or null for any */
+                                    minVersion: string | null;
+                                    /** @description true: used when present (an optional dependency), not required */
+                                    optional: boolean;
+                                    /** @description the addon needed */
+                                    slug: string;
+                                }[];
                                 downloadCount: number;
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
@@ -534,6 +564,14 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                dependencies: {
+                                    /** @description the lowest version that works, or null for any */
+                                    minVersion: string | null;
+                                    /** @description true: used when present (an optional dependency), not required */
+                                    optional: boolean;
+                                    /** @description the addon needed */
+                                    slug: string;
+                                }[];
                                 downloadCount: number;
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
@@ -578,6 +616,121 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/addons/updates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** For an addon manager: which installed addons have an update, with the latest release to download (one request per folder) */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description the installed addons: `{slug, version}` or `{sha256}` of the file (up to 500) */
+                        installed: ({
+                            slug: string;
+                            version: string;
+                        } | {
+                            /** @description SHA-256 of the file, hex */
+                            sha256: string;
+                        })[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            results: {
+                                addon: {
+                                    id: string;
+                                    name: string;
+                                    nameEn: string;
+                                    nameZh: string;
+                                    slug: string;
+                                } | null;
+                                installed: {
+                                    createdAt: string;
+                                    dependencies: {
+                                        /** @description the lowest version that works, or null for any */
+                                        minVersion: string | null;
+                                        /** @description true: used when present (an optional dependency), not required */
+                                        optional: boolean;
+                                        /** @description the addon needed */
+                                        slug: string;
+                                    }[];
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    id: string;
+                                    sha256: string | null;
+                                    version: string;
+                                } | null;
+                                latest: {
+                                    createdAt: string;
+                                    dependencies: {
+                                        /** @description the lowest version that works, or null for any */
+                                        minVersion: string | null;
+                                        /** @description true: used when present (an optional dependency), not required */
+                                        optional: boolean;
+                                        /** @description the addon needed */
+                                        slug: string;
+                                    }[];
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    id: string;
+                                    sha256: string | null;
+                                    version: string;
+                                } | null;
+                                query: {
+                                    slug: string;
+                                    version: string;
+                                } | {
+                                    /** @description SHA-256 of the file, hex */
+                                    sha256: string;
+                                };
+                                updateAvailable: boolean;
+                            }[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -637,6 +790,14 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                dependencies: {
+                                    /** @description the lowest version that works, or null for any */
+                                    minVersion: string | null;
+                                    /** @description true: used when present (an optional dependency), not required */
+                                    optional: boolean;
+                                    /** @description the addon needed */
+                                    slug: string;
+                                }[];
                                 downloadCount: number;
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
@@ -2116,6 +2277,456 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Registered webhooks */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            events: string[];
+                            /**
+                             * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
+                             * @enum {string}
+                             */
+                            format: "json" | "discord";
+                            id: string;
+                            /** @description only when created or rotated */
+                            secret?: string;
+                            secretHint: string;
+                            updatedAt: string;
+                            url: string;
+                        }[];
+                    };
+                };
+                /** @description every failure */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Register a webhook; the answer carries its signing secret, this once */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        enabled?: boolean;
+                        events: ("version.published" | "version.rollout_changed" | "version.revoked" | "release.published" | "article.published" | "addon.created")[];
+                        /**
+                         * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
+                         * @enum {string}
+                         */
+                        format?: "json" | "discord";
+                        /**
+                         * Format: http-url
+                         * @description http(s) URL the events are POSTed to
+                         */
+                        url: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            events: string[];
+                            /**
+                             * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
+                             * @enum {string}
+                             */
+                            format: "json" | "discord";
+                            id: string;
+                            /** @description only when created or rotated */
+                            secret?: string;
+                            secretHint: string;
+                            updatedAt: string;
+                            url: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One webhook */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            events: string[];
+                            /**
+                             * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
+                             * @enum {string}
+                             */
+                            format: "json" | "discord";
+                            id: string;
+                            /** @description only when created or rotated */
+                            secret?: string;
+                            secretHint: string;
+                            updatedAt: string;
+                            url: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        /** Change a webhook (URL, format, events, enabled) or rotate its secret */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        enabled?: boolean;
+                        events?: ("version.published" | "version.rollout_changed" | "version.revoked" | "release.published" | "article.published" | "addon.created")[];
+                        /**
+                         * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
+                         * @enum {string}
+                         */
+                        format?: "json" | "discord";
+                        /** @description true: a new secret, answered this once */
+                        rotateSecret?: boolean;
+                        /**
+                         * Format: http-url
+                         * @description http(s) URL the events are POSTed to
+                         */
+                        url?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            createdAt: string;
+                            enabled: boolean;
+                            events: string[];
+                            /**
+                             * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
+                             * @enum {string}
+                             */
+                            format: "json" | "discord";
+                            id: string;
+                            /** @description only when created or rotated */
+                            secret?: string;
+                            secretHint: string;
+                            updatedAt: string;
+                            url: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        /** Remove a webhook and its deliveries */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            ok: true;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The newest 50 deliveries of a webhook, each with its attempts */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            attempts: number;
+                            createdAt: string;
+                            deliveredAt: string | null;
+                            event: string;
+                            eventId: string;
+                            id: string;
+                            lastError: string | null;
+                            lastStatus: number | null;
+                            log: {
+                                at: string;
+                                attempt: number;
+                                durationMs: number;
+                                error: string | null;
+                                statusCode: number | null;
+                            }[];
+                            nextAttemptAt: string | null;
+                            /** @enum {string} */
+                            status: "pending" | "delivered" | "failed";
+                        }[];
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a test event now; answers the delivery after its first attempt */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            attempts: number;
+                            createdAt: string;
+                            deliveredAt: string | null;
+                            event: string;
+                            eventId: string;
+                            id: string;
+                            lastError: string | null;
+                            lastStatus: number | null;
+                            log: {
+                                at: string;
+                                attempt: number;
+                                durationMs: number;
+                                error: string | null;
+                                statusCode: number | null;
+                            }[];
+                            nextAttemptAt: string | null;
+                            /** @enum {string} */
+                            status: "pending" | "delivered" | "failed";
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/articles": {
         parameters: {
             query?: never;
@@ -3095,8 +3706,12 @@ export interface paths {
                 query?: {
                     /** @description only the releases of this addon */
                     addonId?: string;
+                    /** @description opaque: the `rel="next"` link of the previous page carries it */
+                    cursor?: string;
                     /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
                     lang?: string;
+                    /** @description items per page, 1–100 (20 when only `cursor` is given). The answer carries `X-Total-Count` and, when there is more, `Link: <…>; rel="next"` */
+                    limit?: string;
                     /** @description alias of `lang` */
                     locale?: string;
                     /** @description client channel; every value resolves to `1.18` */
@@ -3122,6 +3737,14 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            dependencies: {
+                                /** @description the lowest version that works, or null for any */
+                                minVersion: string | null;
+                                /** @description true: used when present (an optional dependency), not required */
+                                optional: boolean;
+                                /** @description the addon needed */
+                                slug: string;
+                            }[];
                             downloadCount: number;
                             downloadType: "local" | "url";
                             externalUrl: string | null;
@@ -3168,6 +3791,15 @@ export interface paths {
                         changelogEn?: string;
                         /** @description Chinese text */
                         changelogZh?: string;
+                        /** @description addons this release needs (or, `optional`, can use), by slug; each must exist */
+                        dependencies?: {
+                            /** @description the lowest version that works, or null for any */
+                            minVersion?: string | null;
+                            /** @description default false */
+                            optional?: boolean;
+                            /** @description the addon needed */
+                            slug: string;
+                        }[];
                         downloadType?: "local" | "url";
                         /** Format: http-url */
                         externalUrl?: string | null;
@@ -3201,6 +3833,14 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            dependencies: {
+                                /** @description the lowest version that works, or null for any */
+                                minVersion: string | null;
+                                /** @description true: used when present (an optional dependency), not required */
+                                optional: boolean;
+                                /** @description the addon needed */
+                                slug: string;
+                            }[];
                             downloadCount: number;
                             downloadType: "local" | "url";
                             externalUrl: string | null;
@@ -3283,6 +3923,15 @@ export interface paths {
                         changelogEn?: string;
                         /** @description Chinese text */
                         changelogZh?: string;
+                        /** @description addons this release needs (or, `optional`, can use), by slug; each must exist */
+                        dependencies?: {
+                            /** @description the lowest version that works, or null for any */
+                            minVersion?: string | null;
+                            /** @description default false */
+                            optional?: boolean;
+                            /** @description the addon needed */
+                            slug: string;
+                        }[];
                         downloadType?: "local" | "url";
                         /** Format: http-url */
                         externalUrl?: string | null;
@@ -3315,6 +3964,14 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            dependencies: {
+                                /** @description the lowest version that works, or null for any */
+                                minVersion: string | null;
+                                /** @description true: used when present (an optional dependency), not required */
+                                optional: boolean;
+                                /** @description the addon needed */
+                                slug: string;
+                            }[];
                             downloadCount: number;
                             downloadType: "local" | "url";
                             externalUrl: string | null;
@@ -3402,6 +4059,96 @@ export interface paths {
                 };
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/releases/by-hash/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The published release whose file has this SHA-256, with its addon */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description SHA-256 of the file, hex */
+                    sha256: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            addon: {
+                                id: string;
+                                name: string;
+                                nameEn: string;
+                                nameZh: string;
+                                slug: string;
+                            };
+                            release: {
+                                createdAt: string;
+                                dependencies: {
+                                    /** @description the lowest version that works, or null for any */
+                                    minVersion: string | null;
+                                    /** @description true: used when present (an optional dependency), not required */
+                                    optional: boolean;
+                                    /** @description the addon needed */
+                                    slug: string;
+                                }[];
+                                downloadUrl: string;
+                                fileSize: number;
+                                id: string;
+                                sha256: string | null;
+                                version: string;
+                            };
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -5043,6 +5790,198 @@ export interface paths {
                             error: string;
                         };
                     };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/articles.atom": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Atom 1.0 feed: articles (newest 50) */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": string;
+                    };
+                };
+                /** @description Default Response */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/articles.rss": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** RSS 2.0 feed: articles (newest 50) */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": string;
+                    };
+                };
+                /** @description Default Response */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/launcher.atom": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Atom 1.0 feed: launcher (newest 50) */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": string;
+                    };
+                };
+                /** @description Default Response */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/releases.atom": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Atom 1.0 feed: releases (newest 50) */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": string;
+                    };
+                };
+                /** @description Default Response */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
                 };
             };
         };

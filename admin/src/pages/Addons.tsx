@@ -1,10 +1,12 @@
 import {
   ActionIcon,
   Anchor,
+  Autocomplete,
   Avatar,
   Badge,
   Button,
   Card,
+  Checkbox,
   Group,
   Image,
   Modal,
@@ -177,6 +179,8 @@ export function AddonsPage() {
 
 type Release = Paths['/api/admin/addons/{idOrSlug}']['get']['responses'][200]['content']['application/json']['releases'][number];
 
+type Dependency = Release['dependencies'][number];
+
 interface ReleaseFormValue {
   version: string;
   gameVersion: string;
@@ -184,9 +188,18 @@ interface ReleaseFormValue {
   changelogEn: string;
   source: FileSourceValue;
   publishAt: string | null;
+  dependencies: Dependency[];
 }
 
-const emptyRelease: ReleaseFormValue = { version: '', gameVersion: '1.18', changelogZh: '', changelogEn: '', source: emptySource, publishAt: null };
+const emptyRelease: ReleaseFormValue = {
+  version: '',
+  gameVersion: '1.18',
+  changelogZh: '',
+  changelogEn: '',
+  source: emptySource,
+  publishAt: null,
+  dependencies: [],
+};
 
 function releaseForm(r: Release): ReleaseFormValue {
   return {
@@ -196,6 +209,7 @@ function releaseForm(r: Release): ReleaseFormValue {
     changelogEn: r.changelogEn,
     source: storedSource(r),
     publishAt: r.publishAt,
+    dependencies: r.dependencies,
   };
 }
 
@@ -207,7 +221,74 @@ function releaseBody(v: ReleaseFormValue) {
     changelogEn: v.changelogEn,
     ...sourceBody(v.source),
     publishAt: v.publishAt,
+    dependencies: v.dependencies
+      .filter((d) => d.slug.trim() !== '')
+      .map((d) => ({ slug: d.slug.trim(), minVersion: d.minVersion?.trim() || null, optional: d.optional })),
   };
+}
+
+/** An addon slug, completed from the catalogue as a name (or part of one) is typed (drafts too). */
+function AddonSlugInput({ value, onChange }: { value: string; onChange: (slug: string) => void }) {
+  const { t } = useI18n();
+  const found = useQuery({
+    queryKey: [...KEY, 'slug-search', value],
+    queryFn: async () =>
+      data(await api.GET('/api/addons', { params: { query: { published: 'false', search: value, limit: '10' } } })),
+    enabled: value.trim().length > 0,
+    staleTime: 30_000,
+  });
+  return (
+    <Autocomplete
+      label={t('dependencyAddon')}
+      value={value}
+      onChange={onChange}
+      data={[...new Set((found.data ?? []).map((a) => a.slug))]}
+      required
+      data-testid="dep-slug"
+    />
+  );
+}
+
+/** The addons a release needs (or, optional, can use), each with an optional minimum version. */
+function DependenciesInput({ value, onChange }: { value: Dependency[]; onChange: (next: Dependency[]) => void }) {
+  const { t } = useI18n();
+  const change = (i: number, next: Partial<Dependency>) => onChange(value.map((d, j) => (j === i ? { ...d, ...next } : d)));
+  return (
+    <Stack gap="xs" data-testid="dependencies">
+      <Text size="sm" fw={500}>
+        {t('dependencies')}
+      </Text>
+      {value.map((d, i) => (
+        <Group key={i} align="flex-end" wrap="nowrap" data-testid="dependency">
+          <AddonSlugInput value={d.slug} onChange={(slug) => change(i, { slug })} />
+          <TextInput label={t('minVersion')} value={d.minVersion ?? ''} onChange={(e) => change(i, { minVersion: e.currentTarget.value || null })} w={120} data-testid="dep-min-version" />
+          <Checkbox label={t('optionalDependency')} checked={d.optional} onChange={(e) => change(i, { optional: e.currentTarget.checked })} mb={8} data-testid="dep-optional" />
+          <Button variant="subtle" color="red" size="xs" mb={4} onClick={() => onChange(value.filter((_, j) => j !== i))}>
+            {t('remove')}
+          </Button>
+        </Group>
+      ))}
+      <Group>
+        <Button variant="light" size="xs" onClick={() => onChange([...value, { slug: '', minVersion: null, optional: false }])} data-testid="add-dependency">
+          {t('addDependency')}
+        </Button>
+      </Group>
+    </Stack>
+  );
+}
+
+/** "needs a ≥ 1.0, b (optional)" under a release. */
+function DependencyList({ dependencies }: { dependencies: Dependency[] }) {
+  const { t } = useI18n();
+  if (dependencies.length === 0) return null;
+  const parts = dependencies.map(
+    (d) => `${d.slug}${d.minVersion === null ? '' : ` ≥ ${d.minVersion}`}${d.optional ? ` (${t('optionalDependency')})` : ''}`,
+  );
+  return (
+    <Text size="xs" c="dimmed" data-testid="release-dependencies">
+      {t('needs')} {parts.join(', ')}
+    </Text>
+  );
 }
 
 /** Publishes a new release, or (`editing`) corrects any field of one: only the changed fields are sent, so its downloads stay. */
@@ -247,6 +328,7 @@ function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: 
         <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-zh" />
         <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-en" />
         <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
+        <DependenciesInput value={value.dependencies} onChange={(dependencies) => set('dependencies', dependencies)} />
         <Button type="submit" loading={save.isPending} data-testid="rel-submit">
           {editing === undefined ? t('create') : t('save')}
         </Button>
@@ -391,6 +473,7 @@ export function AddonDetailPage({ id }: { id: string }) {
                         {r.downloadType === 'url' && <Badge variant="outline">URL</Badge>}
                       </Group>
                       <ScheduledBadge publishAt={r.publishAt} />
+                      <DependencyList dependencies={r.dependencies} />
                       <Text size="xs" c="dimmed" lineClamp={2}>
                         {r.changelog}
                       </Text>

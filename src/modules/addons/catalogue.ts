@@ -1,3 +1,4 @@
+import { BigramIndex } from './search.js';
 import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
 
 /** One addon of the in-memory catalogue, with what its list element shows. */
@@ -9,6 +10,8 @@ export interface CatalogueEntry {
   readonly screenshots: readonly ScreenshotRow[];
   /** Names and summaries in both languages, normalised for matching (see `searchTerms`). */
   readonly searchText: string;
+  /** Both names, normalised (relevance ranking). */
+  readonly names: readonly string[];
 }
 
 export interface CatalogueFilter {
@@ -42,11 +45,12 @@ const MAX_REMEMBERED = 1_000;
 /**
  * The addon catalogue of one content version, in list order (`updatedAt` descending), held in
  * memory and rebuilt after a content write. Filter results are remembered, so a repeated query
- * costs a map lookup; a new query scans names and summaries in memory, never the database.
- * Counters are not part of it: they are read fresh per request (see the service).
+ * costs a map lookup; a new search asks a bigram index built on the first search (see
+ * `BigramIndex`), never the database. Counters are not part of it (see the service).
  */
 export class Catalogue {
   private readonly results = new Map<string, readonly CatalogueEntry[]>();
+  private index: BigramIndex | null = null;
 
   constructor(readonly entries: readonly CatalogueEntry[]) {}
 
@@ -58,11 +62,16 @@ export class Catalogue {
     const key = Catalogue.keyOf(filter);
     let found = this.results.get(key);
     if (found === undefined) {
-      found = this.entries.filter(
+      const candidates =
+        filter.terms.length === 0
+          ? this.entries
+          : (this.index ??= new BigramIndex(this.entries.map((e) => e.searchText)))
+              .matching(filter.terms)
+              .map((i) => this.entries[i] as CatalogueEntry);
+      found = candidates.filter(
         (e) =>
           (!filter.publishedOnly || e.addon.published === 1) &&
-          (filter.category === undefined || e.addon.category === filter.category) &&
-          filter.terms.every((term) => e.searchText.includes(term)),
+          (filter.category === undefined || e.addon.category === filter.category),
       );
       if (this.results.size >= MAX_REMEMBERED) this.results.delete(this.results.keys().next().value as string);
       this.results.set(key, found);
@@ -92,6 +101,7 @@ export function buildCatalogue(
       releaseCount: releaseCounts.get(addon.id) ?? 0,
       screenshots: shotsByAddon.get(addon.id) ?? [],
       searchText: searchTextOf(addon),
+      names: [normalizeForSearch(addon.nameZh), normalizeForSearch(addon.nameEn)],
     })),
   );
 }

@@ -5,6 +5,7 @@ import { type Lang, localize } from '../../domain/lang.js';
 import type {
   AddonSchema,
   AddonSummarySchema,
+  ReleaseDependencySchema,
   ReleaseListItemSchema,
   ReleaseSchema,
   ScreenshotSchema,
@@ -17,7 +18,7 @@ export type Addon = Static<typeof AddonSchema>;
 export type AddonSummary = Static<typeof AddonSummarySchema>;
 
 /** The latest of an addon's releases (newest first): the flagged one, else the newest. */
-export function effectiveLatest(releases: readonly ReleaseRow[]): ReleaseRow | undefined {
+export function effectiveLatest<R extends Pick<ReleaseRow, 'isLatest'>>(releases: readonly R[]): R | undefined {
   return releases.find((r) => r.isLatest === 1) ?? releases[0];
 }
 
@@ -38,7 +39,15 @@ export function toRelease(row: ReleaseRow, lang: Lang, latestId: string | undefi
     wowVersion: CHANNEL,
     createdAt: row.createdAt,
     publishAt: row.publishAt,
+    dependencies: dependenciesOf(row),
   };
+}
+
+export type ReleaseDependency = Static<typeof ReleaseDependencySchema>;
+
+/** The stored dependencies of a release (JSON text written by the service only). */
+export function dependenciesOf(row: Pick<ReleaseRow, 'dependencies'>): ReleaseDependency[] {
+  return row.dependencies === '[]' ? [] : (JSON.parse(row.dependencies) as ReleaseDependency[]);
 }
 
 export function toAddonSummary(row: Pick<AddonRow, 'id' | 'slug' | 'nameZh' | 'nameEn'>, lang: Lang): AddonSummary {

@@ -1,11 +1,10 @@
-import { type CompiledQuery, sql } from 'kysely';
+import type { CompiledQuery } from 'kysely';
 import type { Db } from '../../db/index.js';
 import { publishedBy } from '../../db/published.js';
 import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
+import { COUNTERS_STATE_ID } from '../downloads/counting.js';
 
-/** Row of `content_state` whose version counts release downloads (row 1 counts content writes). */
-export const COUNTERS_STATE_ID = 2;
 
 /** Longest `IN (…)` list sent in one statement; well under both engines' parameter limits. */
 const CHUNK = 500;
@@ -173,13 +172,18 @@ export async function counterVersion(db: Db): Promise<number> {
   return rows[0]?.version ?? 0;
 }
 
-/** Marks that a download was counted, so that every instance rereads the counters it holds. */
-export async function bumpCounterVersion(db: Db): Promise<void> {
-  await db
-    .updateTable('contentState')
-    .set({ version: sql`version + 1` })
-    .where('id', '=', COUNTERS_STATE_ID)
+/** Addon totals and release counts counted after counter version `since` (see `DownloadCounter.release`). */
+export async function countersAfter(
+  db: Db,
+  since: number,
+): Promise<{ totals: { id: string; totalDownloads: number }[]; releases: { id: string; downloadCount: number }[] }> {
+  const totals = await db.selectFrom('addons').select(['id', 'totalDownloads']).where('counterSeq', '>', since).execute();
+  const releases = await db
+    .selectFrom('releases')
+    .select(['id', 'downloadCount'])
+    .where('counterSeq', '>', since)
     .execute();
+  return { totals, releases };
 }
 
 /** `totalDownloads` of the given addons, or of all addons when `ids` is null. */
@@ -198,4 +202,33 @@ export async function releaseDownloadCounts(db: Db, ids: readonly string[] | nul
       ? await query.where('isLatest', '=', 1).where('wowVersion', '=', CHANNEL).execute()
       : await inChunks(ids, (chunk) => query.where('id', 'in', chunk).execute());
   return new Map(rows.map((r) => [r.id, r.downloadCount]));
+}
+
+/** Published addons, as the addon managers' index names them. */
+export function publishedAddonRefs(db: Db): Promise<Pick<AddonRow, 'id' | 'slug' | 'nameZh' | 'nameEn'>[]> {
+  return db.selectFrom('addons').select(['id', 'slug', 'nameZh', 'nameEn']).where('published', '=', 1).execute();
+}
+
+export type ReleaseFileRow = Pick<
+  ReleaseRow,
+  'id' | 'addonId' | 'version' | 'sha256' | 'fileSize' | 'createdAt' | 'isLatest' | 'dependencies'
+>;
+
+/** Every channel release published at `at`, newest first, without its texts (the addon managers' index). */
+export function publishedReleaseFiles(db: Db, at: string): Promise<ReleaseFileRow[]> {
+  return db
+    .selectFrom('releases')
+    .select(['id', 'addonId', 'version', 'sha256', 'fileSize', 'createdAt', 'isLatest', 'dependencies'])
+    .where('wowVersion', '=', CHANNEL)
+    .where(publishedBy(at))
+    .orderBy('createdAt', 'desc')
+    .orderBy('id', 'desc')
+    .execute();
+}
+
+/** The ids of the addons with these slugs, by slug (unknown slugs are absent). */
+export async function addonIdsBySlug(db: Db, slugs: readonly string[]): Promise<Map<string, string>> {
+  if (slugs.length === 0) return new Map();
+  const rows = await db.selectFrom('addons').select(['id', 'slug']).where('slug', 'in', [...slugs]).execute();
+  return new Map(rows.map((r) => [r.slug, r.id]));
 }

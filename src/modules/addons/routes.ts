@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
 import { adminScope, changesBy } from '../../http/auth.js';
 import { installConditionalGet } from '../../http/conditional.js';
 import { LangQuery, requestLang } from '../../http/lang.js';
-import { sendRenderedJson } from '../../http/reply.js';
+import { RenderedJson, sendRendered } from '../../http/rendered.js';
+import { baseUrl } from '../../http/base-url.js';
 import { ErrorResponse, IdParams, OkResponse } from '../../http/schemas.js';
 import { searchTerms } from './catalogue.js';
 import {
@@ -12,6 +14,8 @@ import {
   AddonListQuery,
   AddonSchema,
   AddonUpdateBody,
+  ByHashParams,
+  ByHashResponse,
   ReleaseCreateBody,
   ReleaseListItemSchema,
   ReleaseListQuery,
@@ -19,8 +23,11 @@ import {
   ScreenshotCreateBody,
   ScreenshotSchema,
   ScreenshotUpdateBody,
+  UpdatesBody,
+  UpdatesResponse,
 } from './schemas.js';
-import { AddonService } from './service.js';
+import { AddonService, type PagedRequest } from './service.js';
+import { AddonUpdates } from './updates.js';
 
 const FileResponse = {
   200: Type.Unknown({ description: 'the file (application/octet-stream)' }),
@@ -30,6 +37,15 @@ const FileResponse = {
 
 export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const addons = new AddonService(ctx);
+  const updates = new AddonUpdates(ctx);
+
+  /** The language and page of a list request (`page` null when neither `limit` nor `cursor` is given). */
+  const paged = (request: FastifyRequest, limit: string | undefined, cursor: string | undefined): PagedRequest => ({
+    lang: requestLang(request),
+    page: limit === undefined && cursor === undefined ? null : { limit: limit === undefined ? undefined : Number(limit), cursor },
+    base: baseUrl(request, ctx.config.publicBaseUrl),
+    url: request.url,
+  });
 
   return async (app) => {
     installConditionalGet(app);
@@ -45,14 +61,13 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        const { published, category, search } = request.query;
-        const json = await addons.listJson(
-          { publishedOnly: published !== 'false', category: category || undefined, terms: searchTerms(search) },
-          requestLang(request),
-        );
-        // Already-rendered JSON (once per filter, language and counter version; see AddonService.listJson):
-        // Fastify sends a Buffer as is, so the schema documents the answer without re-serialising it.
-        return sendRenderedJson(reply, json);
+        const { published, category, search, sort, limit, cursor } = request.query;
+        const answer = await addons.list({
+          filter: { publishedOnly: published !== 'false', category: category || undefined, terms: searchTerms(search) },
+          sort: sort ?? 'updated',
+          ...paged(request, limit, cursor),
+        });
+        return sendRendered(request, reply, answer);
       },
     );
 
@@ -68,8 +83,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        const json = await addons.detailJson(request.params.idOrSlug, requestLang(request));
-        return sendRenderedJson(reply, json);
+        return sendRendered(request, reply, await addons.detailJson(request.params.idOrSlug, requestLang(request)));
       },
     );
 
@@ -84,9 +98,46 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        const json = await addons.releasesJson(request.query.addonId || undefined, requestLang(request));
-        return sendRenderedJson(reply, json);
+        const { addonId, limit, cursor } = request.query;
+        return sendRendered(request, reply, await addons.releaseList(addonId || undefined, paged(request, limit, cursor)));
       },
+    );
+
+    app.post(
+      '/api/addons/updates',
+      {
+        schema: {
+          tags: ['addons'],
+          summary:
+            'For an addon manager: which installed addons have an update, with the latest release to download (one request per folder)',
+          querystring: Type.Object(LangQuery),
+          body: UpdatesBody,
+          response: { 200: UpdatesResponse, 400: ErrorResponse },
+        },
+      },
+      async (request, reply) => {
+        const lang = requestLang(request);
+        const results = await updates.check(request.body.installed, lang, baseUrl(request, ctx.config.publicBaseUrl));
+        // Signed like the other answers that say what to download (a POST answer: per request).
+        const body = JSON.stringify({ results });
+        reply.header('X-Signature', await ctx.signer.header(body));
+        return sendRendered(request, reply, RenderedJson.of(Buffer.from(body)));
+      },
+    );
+
+    app.get(
+      '/api/releases/by-hash/:sha256',
+      {
+        schema: {
+          tags: ['addons'],
+          summary: 'The published release whose file has this SHA-256, with its addon',
+          params: ByHashParams,
+          querystring: Type.Object(LangQuery),
+          response: { 200: ByHashResponse, 400: ErrorResponse, 404: ErrorResponse },
+        },
+      },
+      async (request) =>
+        updates.byHash(request.params.sha256, requestLang(request), baseUrl(request, ctx.config.publicBaseUrl)),
     );
 
     app.get(

@@ -1,13 +1,25 @@
 import { Type } from 'typebox';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../http/paging.js';
 import { PublishAtBody } from '../../http/schemas.js';
-import { SlugBody } from '../../http/slug.js';
+import { SLUG_PATTERN, SlugBody } from '../../http/slug.js';
 import { ImageRef, NullableHttpUrl, NullableImageRef } from '../../http/urls.js';
 
 const Text = Type.String();
 const NullableText = Type.Union([Type.String(), Type.Null()]);
 const DownloadType = Type.Union([Type.Literal('local'), Type.Literal('url')]);
+
+export const ReleaseDependencySchema = Type.Object(
+  {
+    slug: Type.String({ pattern: SLUG_PATTERN, description: 'the addon needed' }),
+    minVersion: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Null()], {
+      description: 'the lowest version that works, or null for any',
+    }),
+    optional: Type.Boolean({ description: 'true: used when present (an optional dependency), not required' }),
+  },
+  { additionalProperties: false },
+);
 
 export const ReleaseSchema = Type.Object({
   id: Text,
@@ -27,6 +39,7 @@ export const ReleaseSchema = Type.Object({
   wowVersion: Text,
   createdAt: Text,
   publishAt: NullableText,
+  dependencies: Type.Array(ReleaseDependencySchema),
 });
 
 export const AddonSummarySchema = Type.Object({ id: Text, slug: Text, name: Text, nameZh: Text, nameEn: Text });
@@ -69,9 +82,39 @@ export const AddonSchema = Type.Object({
   lang: LangEnum,
 });
 
+/** Paging of a list (additive: without them the whole list is answered, as the specification has it). */
+const PageQuery = {
+  limit: Type.Optional(
+    Type.String({
+      // Query values are strings here (never coerced): this pattern is the range 1–100.
+      pattern: '^(100|[1-9][0-9]?)$',
+      description: `items per page, 1–${MAX_PAGE_SIZE} (${DEFAULT_PAGE_SIZE} when only \`cursor\` is given). The answer carries \`X-Total-Count\` and, when there is more, \`Link: <…>; rel="next"\``,
+    }),
+  ),
+  cursor: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 1024, description: 'opaque: the `rel="next"` link of the previous page carries it' }),
+  ),
+};
+
 export const AddonListQuery = Type.Object({
   ...LangQuery,
   ...ChannelQuery,
+  ...PageQuery,
+  sort: Type.Optional(
+    Type.Union(
+      [
+        Type.Literal('updated'),
+        Type.Literal('downloads'),
+        Type.Literal('name'),
+        Type.Literal('created'),
+        Type.Literal('relevance'),
+      ],
+      {
+        description:
+          '`updated` (default: most recently updated first), `downloads` (most first), `name` (A–Z by the answer\'s name), `created` (newest first), `relevance` (best match of `search` first: a name equal to a term, then starting with it, then holding it, then the summary)',
+      },
+    ),
+  ),
   published: Type.Optional(Type.String({ description: '`false` includes drafts; anything else lists published only' })),
   category: Type.Optional(Type.String({ description: 'only addons of this category' })),
   search: Type.Optional(
@@ -85,6 +128,7 @@ export const AddonListQuery = Type.Object({
 export const ReleaseListQuery = Type.Object({
   ...LangQuery,
   ...ChannelQuery,
+  ...PageQuery,
   addonId: Type.Optional(Type.String({ description: 'only the releases of this addon' })),
 });
 
@@ -116,6 +160,17 @@ const releaseFields = {
   gameVersion: Type.String({ maxLength: 64 }),
   wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),
   publishAt: PublishAtBody,
+  dependencies: Type.Array(
+    Type.Object(
+      {
+        slug: ReleaseDependencySchema.properties.slug,
+        minVersion: Type.Optional(ReleaseDependencySchema.properties.minVersion),
+        optional: Type.Optional(Type.Boolean({ description: 'default false' })),
+      },
+      { additionalProperties: false },
+    ),
+    { maxItems: 50, description: 'addons this release needs (or, `optional`, can use), by slug; each must exist' },
+  ),
 };
 const optionalReleaseFields = Type.Partial(Type.Object(releaseFields)).properties;
 
@@ -142,3 +197,54 @@ export const ScreenshotCreateBody = Type.Object(
   { additionalProperties: false },
 );
 export const ScreenshotUpdateBody = Type.Partial(ScreenshotCreateBody, { additionalProperties: false });
+
+/* Addon managers */
+
+const Sha256 = Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'SHA-256 of the file, hex' });
+
+export const InstalledEntrySchema = Type.Union([
+  Type.Object(
+    { slug: Type.String({ minLength: 1, maxLength: 64 }), version: Type.String({ minLength: 1, maxLength: 64 }) },
+    { additionalProperties: false },
+  ),
+  Type.Object({ sha256: Sha256 }, { additionalProperties: false }),
+]);
+
+export const UpdatesBody = Type.Object(
+  {
+    installed: Type.Array(InstalledEntrySchema, {
+      minItems: 1,
+      maxItems: 500,
+      description: 'the installed addons: `{slug, version}` or `{sha256}` of the file (up to 500)',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const AddonRefSchema = Type.Object({ id: Text, slug: Text, name: Text, nameZh: Text, nameEn: Text });
+
+const ReleaseFileSchema = Type.Object({
+  id: Text,
+  version: Text,
+  downloadUrl: Text,
+  sha256: NullableText,
+  fileSize: Type.Number(),
+  createdAt: Text,
+  dependencies: Type.Array(ReleaseDependencySchema),
+});
+
+export const UpdatesResponse = Type.Object({
+  results: Type.Array(
+    Type.Object({
+      query: InstalledEntrySchema,
+      addon: Type.Union([AddonRefSchema, Type.Null()]),
+      installed: Type.Union([ReleaseFileSchema, Type.Null()]),
+      updateAvailable: Type.Boolean(),
+      latest: Type.Union([ReleaseFileSchema, Type.Null()]),
+    }),
+  ),
+});
+
+export const ByHashParams = Type.Object({ sha256: Sha256 });
+
+export const ByHashResponse = Type.Object({ addon: AddonRefSchema, release: ReleaseFileSchema });

@@ -1,20 +1,24 @@
 import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
+import { serverSecret } from '../../db/secrets.js';
 import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { newId, now, nowIso } from '../../domain/clock.js';
-import type { Lang } from '../../domain/lang.js';
+import { type Lang, localize } from '../../domain/lang.js';
 import { isPublished } from '../../domain/rollout.js';
 import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
-import { conflict, notFound } from '../../http/errors.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { Cursors, DEFAULT_PAGE_SIZE, nextPageUrl, type Ordered, pageOf } from '../../http/paging.js';
+import { etagOfParts, RenderedJson } from '../../http/rendered.js';
 import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
-import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter } from './catalogue.js';
+import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter, normalizeForSearch } from './catalogue.js';
 import {
   type Addon,
   effectiveLatest,
+  type ReleaseDependency,
   type ReleaseListItem,
   type Screenshot,
   toAddon,
@@ -22,6 +26,9 @@ import {
   toScreenshot,
 } from './mapper.js';
 import * as repo from './repository.js';
+import { type EventSubject, newlyPublished, recordEvent } from '../webhooks/events.js';
+import type { Db } from '../../db/index.js';
+import { relevance } from './search.js';
 import type {
   AddonCreateBody,
   AddonUpdateBody,
@@ -31,53 +38,134 @@ import type {
   ScreenshotUpdateBody,
 } from './schemas.js';
 
-/** Download counters as read at (or after) one counter version. */
+/** Download counters as read at one counter version: every addon's total and the shown releases' counts. */
 interface Counters {
+  readonly version: number;
   readonly totals: ReadonlyMap<string, number>;
   readonly releases: ReadonlyMap<string, number>;
 }
 
+/** The counters and when they were read (ms, taken before the read began). */
+interface Snapshot {
+  readonly counters: Counters;
+  readAt: number;
+}
+
 /**
- * What this instance holds for one content version (the catalogue) and one counter version: the
- * counters, read lazily, and the answers already rendered from them. A content write or a counted
- * download starts a new generation, so nothing here is ever staler than the database's versions.
+ * Answers rendered from one catalogue (content version) and one counter snapshot, by request.
+ * A content write or a newer snapshot starts a new generation.
  */
 interface Generation {
   readonly catalogue: Catalogue;
-  readonly version: number;
-  counters: Promise<Counters> | null;
-  /** Rendered JSON (UTF-8) of list and detail answers, by request. */
-  readonly rendered: Map<string, Buffer>;
+  readonly counters: Counters;
+  readonly rendered: Map<string, Promise<RenderedJson>>;
+  /** Bytes held by each settled answer of `rendered`. */
+  readonly sizes: Map<string, number>;
+  /** Sorted selections (other than the catalogue's own order), by filter, sort and language. */
+  readonly sorted: Map<string, readonly CatalogueEntry[]>;
   renderedBytes: number;
 }
 
 const MAX_RENDERED = 2_000;
-/** Memory kept for rendered answers per instance (clients choose search terms freely). */
-const MAX_RENDERED_BYTES = 256 * 1024 * 1024;
+/**
+ * Memory kept for rendered answers per instance (clients choose search terms freely); enough for
+ * the whole list of 100,000 addons (about 190 MB), which is then rendered once per generation
+ * rather than once per request.
+ */
+const MAX_RENDERED_BYTES = 320 * 1024 * 1024;
+const MAX_SORTED = 64;
 
-/** Up to this many addons in an answer, its counters are read by id rather than all at once. */
-const TARGETED_COUNTERS_MAX = 500;
+/**
+ * Reads use a counter snapshot while it is younger than this; an older one is refreshed in the
+ * background (one read of the counter version, then the counters only if it moved), and served
+ * meanwhile while younger than `COUNTERS_STALE_MS`. So counters show at most about 1.5 s late,
+ * within the contract's 2 s, and the database sees at most one refresh a second per instance.
+ */
+const COUNTERS_FRESH_MS = 1_000;
+const COUNTERS_STALE_MS = 1_500;
 
-/** One list element's JSON around its counters: head + total + middle (+ latest release count + tail). */
-interface Fragment {
-  readonly head: string;
-  readonly middle: string;
-  readonly tail: string | null;
+export type AddonSort = 'updated' | 'downloads' | 'name' | 'created' | 'relevance';
+
+/** A list request's language and page (null: the whole list, as the spec has it). */
+export interface PagedRequest {
+  readonly lang: Lang;
+  /** `limit`/`cursor` as given; null when neither is. */
+  readonly page: { limit: number | undefined; cursor: string | undefined } | null;
+  /** Base of the `Link` URL (see `baseUrl`) and the request's own URL (path and query). */
+  readonly base: string;
+  readonly url: string;
 }
 
-/** Stand-in counters, never real values (counters are never negative). */
-const TOTAL_MARK = -7_919_000_000_001;
-const COUNT_MARK = -7_919_000_000_002;
-const TOTAL_KEY_MARK = `"totalDownloads":${TOTAL_MARK}`;
-const COUNT_KEY_MARK = `"downloadCount":${COUNT_MARK}`;
+/** `GET /api/addons`: its filter and sort too. */
+export interface ListRequest extends PagedRequest {
+  readonly filter: CatalogueFilter;
+  readonly sort: AddonSort;
+}
+
+/** A release as webhook events name it: its addon's name and its version. */
+async function releaseSubject(trx: Db, release: ReleaseRow): Promise<EventSubject> {
+  const addon = await repo.findAddonById(trx, release.addonId);
+  return {
+    id: release.id,
+    title: `${addon?.nameEn || addon?.nameZh || ''} ${release.version}`.trim(),
+    text: release.changelogEn || release.changelogZh,
+  };
+}
+
+/** What webhook events tell of a release. */
+function releaseData(release: ReleaseRow): Record<string, unknown> {
+  return {
+    id: release.id,
+    addonId: release.addonId,
+    version: release.version,
+    sha256: release.sha256,
+    fileSize: release.fileSize,
+    publishAt: release.publishAt,
+  };
+}
+
+/** A list element's JSON with the two counters it shows. */
+interface ElementMemo {
+  readonly total: number;
+  readonly count: number | null;
+  readonly json: Buffer;
+}
+
+const OPEN = Buffer.from('[');
+const COMMA = Buffer.from(',');
+const CLOSE = Buffer.from(']');
+
+/** Answers at least this large are kept in parts and streamed (see `RenderedJson`). */
+const LARGE_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/** A JSON array of elements already in JSON, as parts (the elements themselves, not copies). */
+function jsonArray<T>(items: readonly T[], element: (item: T) => Buffer): Buffer[] {
+  const parts: Buffer[] = [OPEN];
+  items.forEach((item, i) => {
+    if (i > 0) parts.push(COMMA);
+    parts.push(element(item));
+  });
+  parts.push(CLOSE);
+  return parts;
+}
+
+/** JSON text in a buffer of its own (not a slice of Node's shared pool, which one kept slice would pin). */
+function ownBuffer(json: string): Buffer {
+  const out = Buffer.allocUnsafeSlow(Buffer.byteLength(json));
+  out.write(json);
+  return out;
+}
 
 export class AddonService {
   private generation: Generation | null = null;
   /** Counts this instance's committed catalogue writes, so a load begun before one is not reused. */
   private epoch = 0;
   private loading: { epoch: number; promise: Promise<Catalogue> } | null = null;
-  /** List fragments per catalogue and language; dropped with the catalogue. */
-  private readonly fragments = new WeakMap<Catalogue, Map<Lang, Map<CatalogueEntry, Fragment>>>();
+  private snapshot: Snapshot | null = null;
+  private refreshing: Promise<Counters> | null = null;
+  private cursors: Promise<Cursors> | null = null;
+  /** List elements' JSON by language and catalogue entry (dropped with their catalogue), see `listElement`. */
+  private readonly elements = new Map<Lang, WeakMap<CatalogueEntry, ElementMemo>>();
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -115,139 +203,248 @@ export class AddonService {
     return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots);
   }
 
-  /**
-   * The current generation: the cached catalogue plus one primary-key read of the counter version
-   * per request, so that a download counted on any instance shows on the next read.
-   */
-  private async current(): Promise<Generation> {
-    const catalogue = await this.catalogue();
-    const version = await repo.counterVersion(this.db);
-    const held = this.generation;
-    if (held && held.catalogue === catalogue && held.version === version) return held;
-    const fresh: Generation = { catalogue, version, counters: null, rendered: new Map(), renderedBytes: 0 };
-    // A slow request that read an older counter version must not replace a newer generation.
-    if (!held || held.catalogue !== catalogue || held.version < version) this.generation = fresh;
-    return fresh;
+  /** The counters to show now (see `COUNTERS_FRESH_MS`). */
+  private counters(): Promise<Counters> {
+    const held = this.snapshot;
+    const age = held === null ? Infinity : Date.now() - held.readAt;
+    if (held !== null && age < COUNTERS_FRESH_MS) return Promise.resolve(held.counters);
+    if (this.refreshing === null) {
+      const refreshing = this.refreshCounters().finally(() => {
+        if (this.refreshing === refreshing) this.refreshing = null;
+      });
+      this.refreshing = refreshing;
+    }
+    return held !== null && age < COUNTERS_STALE_MS ? Promise.resolve(held.counters) : this.refreshing;
   }
 
-  /** The counters of a generation: two narrow queries, once per generation that renders a list. */
-  private counters(generation: Generation): Promise<Counters> {
-    generation.counters ??= (async () => {
+  /**
+   * Rereads the counter version and, when it moved, the counters: the first time all of them (two
+   * narrow queries), then only the rows counted since the version held (an index on `counter_seq`),
+   * so a refresh costs in proportion to the downloads since the last one, not to the catalogue.
+   */
+  private async refreshCounters(): Promise<Counters> {
+    const readAt = Date.now();
+    const version = await repo.counterVersion(this.db);
+    const held = this.snapshot;
+    if (held !== null && held.counters.version === version) {
+      held.readAt = readAt;
+      return held.counters;
+    }
+    let counters: Counters;
+    if (held === null) {
+      const catalogue = await this.catalogue();
       const totals = await repo.addonTotals(this.db, null);
       const releases = await repo.releaseDownloadCounts(this.db, null);
-      const unflagged = generation.catalogue.entries
-        .map((e) => e.latest)
-        .filter((r): r is ReleaseRow => r !== null && !releases.has(r.id))
-        .map((r) => r.id);
+      const unflagged = catalogue.entries.flatMap((e) =>
+        e.latest !== null && !releases.has(e.latest.id) ? [e.latest.id] : [],
+      );
       if (unflagged.length > 0) {
         for (const [id, count] of await repo.releaseDownloadCounts(this.db, unflagged)) releases.set(id, count);
       }
-      return { totals, releases };
-    })();
-    return generation.counters;
+      counters = { version, totals, releases };
+    } else {
+      const changed = await repo.countersAfter(this.db, held.counters.version);
+      const totals = new Map(held.counters.totals);
+      const releases = new Map(held.counters.releases);
+      for (const row of changed.totals) totals.set(row.id, row.totalDownloads);
+      for (const row of changed.releases) releases.set(row.id, row.downloadCount);
+      counters = { version, totals, releases };
+    }
+    // A slower refresh that read an older version must not replace a newer snapshot.
+    if (this.snapshot === null || this.snapshot.counters.version <= version) this.snapshot = { counters, readAt };
+    return counters;
   }
 
-  /**
-   * Counters for `entries`: the generation's full set when it is loaded or the answer is large, else
-   * two primary-key reads of just these addons and releases, so a search after a download costs
-   * in proportion to its result, not to the catalogue.
-   */
-  private async countersFor(generation: Generation, entries: readonly CatalogueEntry[]): Promise<Counters> {
-    if (generation.counters !== null || entries.length > TARGETED_COUNTERS_MAX) return this.counters(generation);
-    if (entries.length === 0) return { totals: new Map(), releases: new Map() };
-    const latest = entries.flatMap((e) => (e.latest ? [e.latest.id] : []));
-    return {
-      totals: await repo.addonTotals(
-        this.db,
-        entries.map((e) => e.addon.id),
-      ),
-      releases: latest.length > 0 ? await repo.releaseDownloadCounts(this.db, latest) : new Map(),
+  /** The generation of the current catalogue and counters. */
+  private async current(): Promise<Generation> {
+    const catalogue = await this.catalogue();
+    const counters = await this.counters();
+    const held = this.generation;
+    if (held && held.catalogue === catalogue && held.counters === counters) return held;
+    const fresh: Generation = {
+      catalogue,
+      counters,
+      rendered: new Map(),
+      sizes: new Map(),
+      sorted: new Map(),
+      renderedBytes: 0,
     };
+    // A slow request that read older counters must not replace a newer generation.
+    if (!held || held.catalogue !== catalogue || held.counters.version <= counters.version) this.generation = fresh;
+    return fresh;
   }
 
-  /** A rendered answer of the generation, computed once and kept within the memory budget. */
-  private async rendered(generation: Generation, key: string, render: () => Promise<string>): Promise<Buffer> {
+  /** A rendered answer of the generation, made once (concurrent requests share it) and kept within the memory budget. */
+  private rendered(generation: Generation, key: string, render: () => RenderedJson | Promise<RenderedJson>): Promise<RenderedJson> {
     const kept = generation.rendered.get(key);
     if (kept !== undefined) return kept;
-    const body = Buffer.from(await render());
-    if (body.length > MAX_RENDERED_BYTES / 4) return body;
-    const { rendered } = generation;
-    while (
-      rendered.size > 0 &&
-      (rendered.size >= MAX_RENDERED || generation.renderedBytes + body.length > MAX_RENDERED_BYTES)
-    ) {
-      const oldest = rendered.keys().next().value as string;
-      generation.renderedBytes -= rendered.get(oldest)?.length ?? 0;
-      rendered.delete(oldest);
-    }
-    rendered.set(key, body);
-    generation.renderedBytes += body.length;
-    return body;
+    const made = Promise.resolve().then(render);
+    const { rendered, sizes } = generation;
+    rendered.set(key, made);
+    made.then(
+      (answer) => {
+        if (rendered.get(key) !== made) return;
+        const size = answer.bytes;
+        if (size > MAX_RENDERED_BYTES) {
+          rendered.delete(key);
+          return;
+        }
+        sizes.set(key, size);
+        generation.renderedBytes += size;
+        for (const oldest of rendered.keys()) {
+          if (rendered.size <= MAX_RENDERED && generation.renderedBytes <= MAX_RENDERED_BYTES) break;
+          if (oldest === key) continue;
+          rendered.delete(oldest);
+          generation.renderedBytes -= sizes.get(oldest) ?? 0;
+          sizes.delete(oldest);
+        }
+      },
+      () => rendered.delete(key),
+    );
+    return made;
   }
 
   /**
-   * The list JSON of one entry, split around its two counters, so that a new counter generation
-   * re-assembles the list by concatenation instead of mapping and serialising every addon again.
-   * Kept per catalogue (content version) and language.
+   * A rendered list from its parts: small ones in one buffer; large ones kept in parts (shared
+   * with the element memo), with their validator and signature made now from one passing copy.
    */
-  private fragment(catalogue: Catalogue, entry: CatalogueEntry, lang: Lang): Fragment {
-    let byLang = this.fragments.get(catalogue);
-    if (!byLang) {
-      byLang = new Map();
-      this.fragments.set(catalogue, byLang);
-    }
-    let byEntry = byLang.get(lang);
-    if (!byEntry) {
-      byEntry = new Map();
-      byLang.set(lang, byEntry);
-    }
-    let found = byEntry.get(entry);
-    if (!found) {
-      const latest = entry.latest ? { ...entry.latest, downloadCount: COUNT_MARK } : null;
-      const json = JSON.stringify(
-        toAddon(
-          { ...entry.addon, totalDownloads: TOTAL_MARK },
-          { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
-          entry.screenshots,
-          lang,
-        ),
-      );
-      // The marks are found with their keys: inside a JSON string the quotes would be escaped.
-      const [head = '', rest = ''] = json.split(TOTAL_KEY_MARK);
-      const [middle = '', tail] = rest.split(COUNT_KEY_MARK);
-      found = { head, middle, tail: tail ?? null };
-      byEntry.set(entry, found);
-    }
-    return found;
+  private async renderedOf(parts: Buffer[], headers: Record<string, string> = {}): Promise<RenderedJson> {
+    const length = parts.reduce((n, part) => n + part.length, 0);
+    if (length < LARGE_ANSWER_BYTES) return RenderedJson.of(Buffer.concat(parts, length), headers);
+    const signature = await this.ctx.signer.header(Buffer.concat(parts, length));
+    return new RenderedJson(parts, headers, { etag: etagOfParts(parts), signature });
   }
 
-  /**
-   * `GET /api/addons` as JSON. The catalogue and each filter's result live in memory until the
-   * next content write; the answer is assembled once per filter, language and counter version.
-   */
-  async listJson(filter: CatalogueFilter, lang: Lang): Promise<Buffer> {
-    const generation = await this.current();
-    const { catalogue } = generation;
-    return this.rendered(generation, `list|${Catalogue.keyOf(filter)}|${lang}`, async () => {
-      const selected = catalogue.select(filter);
-      const counters = await this.countersFor(generation, selected);
-      const items = selected.map((entry) => {
-        const f = this.fragment(catalogue, entry, lang);
-        const total = counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads;
-        const head = `${f.head}"totalDownloads":${total}${f.middle}`;
-        if (f.tail === null || entry.latest === null) return head;
-        const count = counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount;
-        return `${head}"downloadCount":${count}${f.tail}`;
+  /** The shared cursor key, read (or created) once. */
+  private cursorCodec(): Promise<Cursors> {
+    this.cursors ??= serverSecret(this.db, 'catalogue-cursor').then((key) => new Cursors(key));
+    void this.cursors.catch(() => (this.cursors = null));
+    return this.cursors;
+  }
+
+  /** The selection of a list request in its order. */
+  private ordered(generation: Generation, request: ListRequest): Ordered<CatalogueEntry> {
+    const { counters, catalogue } = generation;
+    const total = (e: CatalogueEntry) => counters.totals.get(e.addon.id) ?? e.addon.totalDownloads;
+    const name = (e: CatalogueEntry) => localize('name', e.addon.nameZh, e.addon.nameEn, request.lang).name;
+    const keys: Record<AddonSort, { descending: boolean; key: (e: CatalogueEntry) => string | number }> = {
+      updated: { descending: true, key: (e) => e.addon.updatedAt },
+      created: { descending: true, key: (e) => e.addon.createdAt },
+      downloads: { descending: true, key: total },
+      name: { descending: false, key: (e) => normalizeForSearch(name(e)) },
+      // Score first, then the contract's order (updatedAt descending, id ascending) among equals.
+      relevance: {
+        descending: true,
+        key: (e) => `${String(relevance(e, request.filter.terms)).padStart(6, '0')}|${e.addon.updatedAt}`,
+      },
+    };
+    const { descending, key } = keys[request.sort];
+    const position = (e: CatalogueEntry) => ({ key: key(e), id: e.addon.id });
+    const selected = catalogue.select(request.filter);
+    // The catalogue is in `updated` order already; other orders are sorted once per generation.
+    if (request.sort === 'updated') return { items: selected, descending, position };
+    const sortKey = `${Catalogue.keyOf(request.filter)}|${request.sort}|${request.sort === 'name' ? request.lang : ''}`;
+    let items = generation.sorted.get(sortKey);
+    if (items === undefined) {
+      const withKeys = selected.map((e) => ({ e, k: key(e), id: e.addon.id }));
+      withKeys.sort((a, b) => {
+        if (a.k !== b.k) return (a.k < b.k ? -1 : 1) * (descending ? -1 : 1);
+        return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
       });
-      return `[${items.join(',')}]`;
+      items = withKeys.map((x) => x.e);
+      if (generation.sorted.size >= MAX_SORTED) generation.sorted.delete(generation.sorted.keys().next().value as string);
+      generation.sorted.set(sortKey, items);
+    }
+    return { items, descending, position };
+  }
+
+  private memoOf(lang: Lang): WeakMap<CatalogueEntry, ElementMemo> {
+    let byEntry = this.elements.get(lang);
+    if (byEntry === undefined) {
+      byEntry = new WeakMap();
+      this.elements.set(lang, byEntry);
+    }
+    return byEntry;
+  }
+
+  /**
+   * One list element as JSON (UTF-8): the addon with its latest release and the snapshot's counters.
+   * Kept per entry and language with the two counters it shows, and made again only when they
+   * change, so a new counter snapshot re-renders the addons that were downloaded, not the catalogue.
+   */
+  private listElement(generation: Generation, entry: CatalogueEntry, lang: Lang): Buffer {
+    const { counters } = generation;
+    const total = counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads;
+    const count =
+      entry.latest === null ? null : (counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount);
+    const byEntry = this.memoOf(lang);
+    const kept = byEntry.get(entry);
+    if (kept !== undefined && kept.total === total && kept.count === count) return kept.json;
+    const latest = entry.latest === null ? null : { ...entry.latest, downloadCount: count ?? 0 };
+    const element = toAddon(
+      { ...entry.addon, totalDownloads: total },
+      { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
+      entry.screenshots,
+      lang,
+    );
+    const json = ownBuffer(JSON.stringify(element));
+    byEntry.set(entry, { total, count, json });
+    return json;
+  }
+
+  /**
+   * `GET /api/addons`. The catalogue and each filter's result live in memory until the next
+   * content write; each answer is rendered once per generation (content version and counter
+   * snapshot). With `limit` or `cursor`, one page and its `Link`/`X-Total-Count` headers.
+   */
+  async list(request: ListRequest): Promise<RenderedJson> {
+    const generation = await this.current();
+    const scope = `addons|${Catalogue.keyOf(request.filter)}|${request.sort}|${request.sort === 'name' ? request.lang : ''}`;
+    return this.answer(generation, scope, request, () => this.ordered(generation, request), (e) =>
+      this.listElement(generation, e, request.lang),
+    );
+  }
+
+  /** A list answer: whole (`page` null), or one page of it after the request's cursor. */
+  private async answer<T>(
+    generation: Generation,
+    scope: string,
+    request: PagedRequest,
+    ordered: () => Ordered<T> | Promise<Ordered<T>>,
+    element: (item: T) => Buffer,
+  ): Promise<RenderedJson> {
+    const { page } = request;
+    if (page === null) {
+      return this.rendered(generation, `${scope}|${request.lang}`, async () => {
+        const { items } = await ordered();
+        return this.renderedOf(jsonArray(items, element));
+      });
+    }
+    const cursors = await this.cursorCodec();
+    const asked =
+      page.cursor === undefined
+        ? { limit: page.limit ?? DEFAULT_PAGE_SIZE, after: null }
+        : { ...cursors.decode(scope, page.cursor), ...(page.limit === undefined ? {} : { limit: page.limit }) };
+    const key = `${scope}|${request.lang}|${asked.limit}|${JSON.stringify(asked.after)}|${request.base}${request.url}`;
+    return this.rendered(generation, key, async () => {
+      const list = await ordered();
+      const { items, next } = pageOf(list, asked);
+      const headers: Record<string, string> = { 'X-Total-Count': String(list.items.length) };
+      if (next !== null) {
+        const url = nextPageUrl(request.base, request.url, cursors.encode(scope, next, asked.limit));
+        headers.Link = `<${url}>; rel="next"`;
+      }
+      return this.renderedOf(jsonArray(items, element), headers);
     });
   }
 
-  /** `GET /api/addons/{idOrSlug}` as JSON, rendered from the database once per generation. */
-  async detailJson(idOrSlug: string, lang: Lang): Promise<Buffer> {
+  /** `GET /api/addons/{idOrSlug}`, rendered from the database once per generation. */
+  async detailJson(idOrSlug: string, lang: Lang): Promise<RenderedJson> {
     const generation = await this.current();
-    return this.rendered(generation, `detail|${idOrSlug}|${lang}`, async () =>
-      JSON.stringify(await this.detail(idOrSlug, lang)),
+    return this.rendered(
+      generation,
+      `detail|${idOrSlug}|${lang}`,
+      async () => RenderedJson.of(Buffer.from(JSON.stringify(await this.detail(idOrSlug, lang)))),
     );
   }
 
@@ -263,10 +460,17 @@ export class AddonService {
   }
 
   /** `GET /api/releases` as JSON, rendered from the database once per generation. */
-  async releasesJson(addonId: string | undefined, lang: Lang): Promise<Buffer> {
+  /** `GET /api/releases`, read from the database once per generation (newest first), whole or by page. */
+  async releaseList(addonId: string | undefined, request: PagedRequest): Promise<RenderedJson> {
     const generation = await this.current();
-    return this.rendered(generation, `releases|${addonId ?? ''}|${lang}`, async () =>
-      JSON.stringify(await this.releases(addonId, lang)),
+    const ordered = async (): Promise<Ordered<ReleaseListItem>> => ({
+      items: await this.releases(addonId, request.lang),
+      descending: true,
+      idsDescending: true,
+      position: (r) => ({ key: r.createdAt, id: r.id }),
+    });
+    return this.answer(generation, `releases|${addonId ?? ''}|${request.lang}`, request, ordered, (r) =>
+      Buffer.from(JSON.stringify(r)),
     );
   }
 
@@ -333,7 +537,7 @@ export class AddonService {
 
   /** One counted download: the release's count, the addon's total and the counter version, at once. */
   async countDownload(release: ReleaseRow): Promise<void> {
-    await this.ctx.downloads.countRelease(release.id, release.addonId, repo.bumpCounterVersion);
+    await this.ctx.downloads.countRelease(release.id, release.addonId);
   }
 
   /* ---------- writes ---------- */
@@ -366,10 +570,17 @@ export class AddonService {
       totalDownloads: 0,
       createdAt: now,
       updatedAt: now,
+      counterSeq: 0,
     };
     await this.write(async (trx) => {
       if (await repo.findAddonBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
       await trx.insertInto('addons').values(row).execute();
+      await recordEvent(
+        trx,
+        'addon.created',
+        { id: row.id, title: row.nameEn || row.nameZh, text: row.summaryEn || row.summaryZh },
+        { id: row.id, slug: row.slug, nameZh: row.nameZh, nameEn: row.nameEn, category: row.category, published: row.published === 1 },
+      );
     });
     return toAddon(row, { releases: [], latestId: undefined, releaseCount: 0 }, [], lang);
   }
@@ -416,6 +627,7 @@ export class AddonService {
     const changelog = bilingualWrite(body, 'changelog');
     if (!(await repo.findAddonById(this.db, body.addonId))) throw notFound(`addon not found: ${body.addonId}`);
     const files = await downloadFields(this.ctx.files, body, null);
+    const dependencies = await this.dependenciesColumn(body.addonId, body.dependencies);
     const row: ReleaseRow = {
       id: newId(),
       addonId: body.addonId,
@@ -433,6 +645,8 @@ export class AddonService {
       wowVersion: CHANNEL,
       createdAt: nowIso(),
       publishAt: publishAtColumn(body.publishAt),
+      dependencies: dependencies ?? '[]',
+      counterSeq: 0,
     };
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, row.addonId, this.ctx.engine))) {
@@ -441,8 +655,33 @@ export class AddonService {
       await trx.insertInto('releases').values(row).execute();
       await repo.moveLatest(trx, row.addonId, row.id);
       await trx.updateTable('addons').set({ updatedAt: nowIso() }).where('id', '=', row.addonId).execute();
+      await recordEvent(trx, 'release.published', await releaseSubject(trx, row), releaseData(row), row.publishAt);
     });
     return this.releaseItem(row.id, lang);
+  }
+
+  /**
+   * A release's dependencies as stored (JSON text), or undefined when none were given: each names
+   * an existing addon other than the release's own, once (400 naming the field otherwise).
+   */
+  private async dependenciesColumn(
+    addonId: string,
+    given: Static<typeof ReleaseCreateBody>['dependencies'],
+  ): Promise<string | undefined> {
+    if (given === undefined) return undefined;
+    const slugs = given.map((d) => d.slug);
+    const duplicate = slugs.find((slug, i) => slugs.indexOf(slug) !== i);
+    if (duplicate !== undefined) throw badRequest(`body.dependencies names ${duplicate} twice`);
+    const known = await repo.addonIdsBySlug(this.db, slugs);
+    const unknown = slugs.find((slug) => !known.has(slug));
+    if (unknown !== undefined) throw badRequest(`body.dependencies: no addon has the slug ${unknown}`);
+    if (slugs.some((slug) => known.get(slug) === addonId)) throw badRequest('body.dependencies: a release cannot need its own addon');
+    const stored: ReleaseDependency[] = given.map((d) => ({
+      slug: d.slug,
+      minVersion: d.minVersion ?? null,
+      optional: d.optional ?? false,
+    }));
+    return JSON.stringify(stored);
   }
 
   async updateRelease(id: string, body: Static<typeof ReleaseUpdateBody>, lang: Lang): Promise<ReleaseListItem> {
@@ -455,10 +694,16 @@ export class AddonService {
       ...(body.isLatest === false ? { isLatest: 0 } : {}),
       ...(body.publishAt !== undefined ? { publishAt: publishAtColumn(body.publishAt) } : {}),
     };
+    const dependencies = await this.dependenciesColumn(current.addonId, body.dependencies);
+    if (dependencies !== undefined) fields.dependencies = dependencies;
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, current.addonId, this.ctx.engine))) throw notFound(`release not found: ${id}`);
       if (Object.keys(fields).length > 0) await trx.updateTable('releases').set(fields).where('id', '=', id).execute();
       if (body.isLatest === true) await repo.moveLatest(trx, current.addonId, id);
+      const updated = { ...current, ...fields };
+      if (fields.publishAt !== undefined && newlyPublished(current.publishAt, updated.publishAt)) {
+        await recordEvent(trx, 'release.published', await releaseSubject(trx, updated), releaseData(updated), updated.publishAt);
+      }
     });
     return this.releaseItem(id, lang);
   }

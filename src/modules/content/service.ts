@@ -10,6 +10,8 @@ import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { type Article, type Banner, type GalleryImage, toArticle, toBanner, toGalleryImage } from './mapper.js';
 import * as repo from './repository.js';
+import type { Db } from '../../db/index.js';
+import { newlyPublished, recordEvent } from '../webhooks/events.js';
 import type {
   ArticleCreateBody,
   ArticleUpdateBody,
@@ -20,6 +22,17 @@ import type {
 } from './schemas.js';
 
 /** Articles, banners and gallery images: small lists, read from the content cache until the next write. */
+/** The `article.published` webhook event of an article (due at its `publishAt` when that is later). */
+function recordArticle(trx: Db, row: ArticleRow): Promise<void> {
+  return recordEvent(
+    trx,
+    'article.published',
+    { id: row.id, title: row.titleEn || row.titleZh, text: row.summaryEn || row.summaryZh },
+    { id: row.id, slug: row.slug, titleZh: row.titleZh, titleEn: row.titleEn, publishAt: row.publishAt },
+    row.publishAt,
+  );
+}
+
 export class ContentService {
   constructor(private readonly ctx: AppContext) {}
 
@@ -75,6 +88,7 @@ export class ContentService {
     await this.ctx.cache.commit(async (trx) => {
       if (await repo.findArticleBySlug(trx, slug)) throw conflict(`slug already exists: ${slug}`);
       await trx.insertInto('articles').values(row).execute();
+      if (row.published === 1) await recordArticle(trx, row);
     });
     return toArticle(row, lang);
   }
@@ -83,7 +97,8 @@ export class ContentService {
     const titleColumns = requiredBilingualColumns(body, 'title');
     const slug = body.slug === undefined ? undefined : checkSlug(body.slug);
     const row = await this.ctx.cache.commit(async (trx) => {
-      if (!(await repo.findArticleById(trx, id))) throw notFound(`article not found: ${id}`);
+      const before = await repo.findArticleById(trx, id);
+      if (!before) throw notFound(`article not found: ${id}`);
       if (slug !== undefined) {
         const other = await repo.findArticleBySlug(trx, slug);
         if (other && other.id !== id) throw conflict(`slug already exists: ${slug}`);
@@ -102,7 +117,12 @@ export class ContentService {
         })
         .where('id', '=', id)
         .execute();
-      return repo.findArticleById(trx, id);
+      const after = await repo.findArticleById(trx, id);
+      // Published now or later where it was not: a draft made public, or a new publication time.
+      if (after?.published === 1 && (before.published === 0 || newlyPublished(before.publishAt, after.publishAt))) {
+        await recordArticle(trx, after);
+      }
+      return after;
     });
     if (!row) throw notFound(`article not found: ${id}`);
     return toArticle(row, lang);

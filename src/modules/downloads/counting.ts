@@ -1,8 +1,12 @@
-import { sql } from 'kysely';
+import { type CompiledQuery, sql } from 'kysely';
+import { escapeLiteral } from 'pg';
 import type { Db, Engine } from '../../db/index.js';
 
 /** The kinds of counted downloads kept in the daily roll-up. */
 export type DownloadKind = 'installer' | 'launcher' | 'addon';
+
+/** Row of `content_state` whose version counts release downloads (row 1 counts content writes). */
+export const COUNTERS_STATE_ID = 2;
 
 /** The day (UTC) a download is rolled up under. */
 export const dayOf = (date: Date) => date.toISOString().slice(0, 10);
@@ -14,8 +18,6 @@ interface Batch {
   /** Per release: downloads and its addon. */
   readonly releases: Map<string, { addonId: string; count: number }>;
   readonly kinds: Map<DownloadKind, number>;
-  /** Run once in the batch's transaction when it holds release downloads (the counter version readers watch). */
-  readonly also: Set<(trx: Db) => Promise<void>>;
   readonly done: Promise<void>;
   settle(error?: unknown): void;
 }
@@ -31,7 +33,6 @@ function newBatch(): Batch {
     versions: new Map(),
     releases: new Map(),
     kinds: new Map(),
-    also: new Set(),
     done,
     settle: (error) => (error === undefined ? resolve() : reject(error)),
   };
@@ -64,13 +65,16 @@ export class DownloadCounter {
     return batch.done;
   }
 
-  /** One counted download of an addon release: its count and the addon's total, with `also` in the same transaction. */
-  release(releaseId: string, addonId: string, also: (trx: Db) => Promise<void>): Promise<void> {
+  /**
+   * One counted download of an addon release: its count, the addon's total and the counter version
+   * (`COUNTERS_STATE_ID`) in one transaction; both rows carry the new version (`counterSeq`), so a
+   * reader holding the counters of an older version rereads just the rows counted since.
+   */
+  release(releaseId: string, addonId: string): Promise<void> {
     const batch = this.join('addon');
     const entry = batch.releases.get(releaseId) ?? { addonId, count: 0 };
     entry.count += 1;
     batch.releases.set(releaseId, entry);
-    batch.also.add(also);
     return batch.done;
   }
 
@@ -100,49 +104,87 @@ export class DownloadCounter {
 
   /**
    * One transaction for the batch. Rows are updated in key order, so two instances' batches cannot
-   * deadlock. On PostgreSQL the commit does not wait for its WAL flush (synchronous_commit off): a
-   * crash of the database server may lose the last fraction of a second of counts, never consistency.
+   * deadlock. On PostgreSQL the statements go in one message (one round trip, one implicit
+   * transaction: all or nothing), and the commit does not wait for its WAL flush (synchronous_commit
+   * off): a crash of the database server may lose the last fraction of a second of counts, never
+   * consistency. On SQLite (in process) they run in a transaction one after another.
    */
-  private commit(batch: Batch): Promise<void> {
-    return this.db.transaction().execute(async (trx) => {
-      if (this.engine === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
-      for (const [id, n] of [...batch.versions].sort(byKey)) {
-        await trx
-          .updateTable('softwareVersions')
-          .set((eb) => ({
-            downloadCount: eb('downloadCount', '+', n.all),
-            ...(n.launcher > 0 ? { launcherDownloadCount: eb('launcherDownloadCount', '+', n.launcher) } : {}),
-          }))
-          .where('id', '=', id)
-          .execute();
-      }
-      const addons = new Map<string, number>();
-      for (const [id, n] of [...batch.releases].sort(byKey)) {
-        await trx
-          .updateTable('releases')
-          .set((eb) => ({ downloadCount: eb('downloadCount', '+', n.count) }))
-          .where('id', '=', id)
-          .execute();
-        addons.set(n.addonId, (addons.get(n.addonId) ?? 0) + n.count);
-      }
-      for (const [id, n] of [...addons].sort(byKey)) {
-        await trx
-          .updateTable('addons')
-          .set((eb) => ({ totalDownloads: eb('totalDownloads', '+', n) }))
-          .where('id', '=', id)
-          .execute();
-      }
-      const day = dayOf(new Date());
-      for (const [kind, n] of [...batch.kinds].sort(byKey)) {
-        await trx
-          .insertInto('downloadDaily')
-          .values({ day, kind, count: n })
-          .onConflict((oc) => oc.columns(['day', 'kind']).doUpdateSet({ count: sql`download_daily.count + ${n}` }))
-          .execute();
-      }
-      for (const also of batch.also) await also(trx);
+  private async commit(batch: Batch): Promise<void> {
+    const statements = this.statements(batch);
+    if (this.engine === 'postgres') {
+      const text = ['set local synchronous_commit = off', ...statements.map(inlined)].join(';\n');
+      await sql.raw(text).execute(this.db);
+      return;
+    }
+    await this.db.transaction().execute(async (trx) => {
+      for (const statement of statements) await trx.executeQuery(statement);
     });
   }
+
+  private statements(batch: Batch): CompiledQuery[] {
+    const { db } = this;
+    const statements: CompiledQuery[] = [];
+    for (const [id, n] of [...batch.versions].sort(byKey)) {
+      const query = db
+        .updateTable('softwareVersions')
+        .set((eb) => ({
+          downloadCount: eb('downloadCount', '+', n.all),
+          ...(n.launcher > 0 ? { launcherDownloadCount: eb('launcherDownloadCount', '+', n.launcher) } : {}),
+        }))
+        .where('id', '=', id);
+      statements.push(query.compile());
+    }
+    const addons = new Map<string, number>();
+    if (batch.releases.size > 0) {
+      // First: the row lock on the counter version orders the batches of every instance, so the
+      // version the rows below are marked with is committed in that order.
+      statements.push(
+        db
+          .updateTable('contentState')
+          .set({ version: sql`version + 1` })
+          .where('id', '=', COUNTERS_STATE_ID)
+          .compile(),
+      );
+    }
+    const seq = sql<number>`(select version from content_state where id = ${COUNTERS_STATE_ID})`;
+    for (const [id, n] of [...batch.releases].sort(byKey)) {
+      const query = db
+        .updateTable('releases')
+        .set((eb) => ({ downloadCount: eb('downloadCount', '+', n.count), counterSeq: seq }))
+        .where('id', '=', id);
+      statements.push(query.compile());
+      addons.set(n.addonId, (addons.get(n.addonId) ?? 0) + n.count);
+    }
+    for (const [id, n] of [...addons].sort(byKey)) {
+      const query = db
+        .updateTable('addons')
+        .set((eb) => ({ totalDownloads: eb('totalDownloads', '+', n), counterSeq: seq }))
+        .where('id', '=', id);
+      statements.push(query.compile());
+    }
+    const day = dayOf(new Date());
+    for (const [kind, n] of [...batch.kinds].sort(byKey)) {
+      const query = db
+        .insertInto('downloadDaily')
+        .values({ day, kind, count: n })
+        .onConflict((oc) => oc.columns(['day', 'kind']).doUpdateSet({ count: sql`download_daily.count + ${n}` }));
+      statements.push(query.compile());
+    }
+    return statements;
+  }
+}
+
+/**
+ * A compiled PostgreSQL statement with its parameters written in as literals, so that several go
+ * in one simple-protocol message. Parameters here are ids, day strings and integers only.
+ */
+function inlined(query: CompiledQuery): string {
+  return query.sql.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = query.parameters[Number(n) - 1];
+    if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+    if (typeof value === 'string') return escapeLiteral(value);
+    throw new Error(`counter statement parameter $${n} cannot be inlined: ${typeof value}`);
+  });
 }
 
 const byKey = <T>(a: [string, T], b: [string, T]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);

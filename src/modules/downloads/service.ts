@@ -164,12 +164,9 @@ export class DownloadService {
     return this.counter.version(versionId, launcher);
   }
 
-  /**
-   * One counted download of an addon release: the release's count and the addon's total, and
-   * `also` (the counter version readers watch) in the same transaction.
-   */
-  countRelease(releaseId: string, addonId: string, also: (trx: Db) => Promise<void>): Promise<void> {
-    return this.counter.release(releaseId, addonId, also);
+  /** One counted download of an addon release: the release's count, the addon's total and the counter version. */
+  countRelease(releaseId: string, addonId: string): Promise<void> {
+    return this.counter.release(releaseId, addonId);
   }
 
   /** The download file name of a stored file: its uploaded name, else `fallback()` (looked up only then). */

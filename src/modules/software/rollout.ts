@@ -1,4 +1,6 @@
 import type { Static } from 'typebox';
+import { recordEvent } from '../webhooks/events.js';
+import { versionData, versionSubject } from './events.js';
 import type { AppContext } from '../../context.js';
 import type { DeviceVersionRow, VersionRow } from '../../db/schema.js';
 import { now, nowIso } from '../../domain/clock.js';
@@ -110,14 +112,21 @@ export class RolloutService {
       haltedAt: nowIso(),
       haltReason: `quietAfterUpdate ${quiet.rate.toFixed(3)} > maxQuietRate ${rule.maxQuietRate} over ${quiet.counted} devices`,
     };
-    await this.ctx.cache.commit((trx) =>
-      trx
+    await this.ctx.cache.commit(async (trx) => {
+      const result = await trx
         .updateTable('softwareVersions')
         .set(halt)
         .where('id', '=', version.id)
         .where('haltedAt', 'is', null)
-        .execute(),
-    );
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n) return;
+      const halted = { ...version, ...halt };
+      await recordEvent(trx, 'version.rollout_changed', await versionSubject(trx, halted), {
+        ...versionData(halted),
+        previousRolloutPercent: version.rolloutPercent,
+        haltReason: halt.haltReason,
+      });
+    });
     return true;
   }
 

@@ -13,6 +13,8 @@ import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
 import { latestIdOf, type Package, type RolloutRow, toPackage, toRollout, toVersion, type Version } from './mapper.js';
 import * as repo from './repository.js';
+import { newlyPublished, recordEvent } from '../webhooks/events.js';
+import { versionData, versionSubject } from './events.js';
 import type {
   ChangelogResponse,
   CheckUpdateResponse,
@@ -308,6 +310,7 @@ export class SoftwareService {
       await trx.insertInto('softwareVersions').values(row).execute();
       await repo.moveLatest(trx, packageId, row.id);
       await trx.updateTable('softwarePackages').set({ updatedAt: nowIso() }).where('id', '=', packageId).execute();
+      await recordEvent(trx, 'version.published', await versionSubject(trx, row), versionData(row), row.publishAt);
     });
     const versions = await repo.versionsOf(this.db, [packageId]);
     return toVersion({ ...row, isLatest: 1 }, lang, latestIdOf(versions, now()));
@@ -336,6 +339,16 @@ export class SoftwareService {
         await trx.updateTable('softwareVersions').set(fields).where('id', '=', versionId).execute();
       }
       if (body.isLatest === true) await repo.moveLatest(trx, current.packageId, versionId);
+      const updated = { ...current, ...fields };
+      if (fields.publishAt !== undefined && newlyPublished(current.publishAt, updated.publishAt)) {
+        await recordEvent(trx, 'version.published', await versionSubject(trx, updated), versionData(updated), updated.publishAt);
+      }
+      if (body.rolloutPercent !== undefined && body.rolloutPercent !== current.rolloutPercent) {
+        await recordEvent(trx, 'version.rollout_changed', await versionSubject(trx, updated), {
+          ...versionData(updated),
+          previousRolloutPercent: current.rolloutPercent,
+        });
+      }
     });
     return this.versionAnswer(versionId, lang);
   }
@@ -357,8 +370,10 @@ export class SoftwareService {
         .where('id', '=', versionId)
         .where('revokedAt', revoked ? 'is' : 'is not', null)
         .executeTakeFirst();
-      if (result.numUpdatedRows === 0n && !(await repo.findVersion(trx, versionId))) {
-        throw notFound(`software version not found: ${versionId}`);
+      const version = await repo.findVersion(trx, versionId);
+      if (!version) throw notFound(`software version not found: ${versionId}`);
+      if (revoked && result.numUpdatedRows > 0n) {
+        await recordEvent(trx, 'version.revoked', await versionSubject(trx, version), versionData(version));
       }
     });
     return this.versionAnswer(versionId, lang);

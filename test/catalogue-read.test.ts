@@ -1,0 +1,327 @@
+import zlib from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
+import { serverSecret } from '../src/db/secrets.js';
+import { Cursors, pageOf } from '../src/http/paging.js';
+import { chooseEncoding, RenderedJson } from '../src/http/rendered.js';
+import { admin, buildTestApp, type TestApp } from './helpers/app.js';
+
+let t: TestApp;
+
+interface Listed {
+  id: string;
+  slug: string;
+  name: string;
+  totalDownloads: number;
+  createdAt: string;
+}
+
+/** Addons with known names, downloads and creation order, in their own category. */
+const NAMES = ['delta', 'Alpha', 'charlie', 'bravo', 'echo', 'golf', 'foxtrot'];
+
+beforeAll(async () => {
+  t = await buildTestApp({ PUBLIC_BASE_URL: 'https://addons.example.test/base' });
+  for (const [i, name] of NAMES.entries()) {
+    const res = await admin(t, 'POST', '/api/addons', {
+      slug: `paged-${name.toLowerCase()}`,
+      name: `名 ${name}`,
+      nameEn: name,
+      summary: '摘要'.repeat(40),
+      category: 'paged',
+    });
+    expect(res.statusCode).toBe(201);
+    // Distinct download totals, not in name or creation order.
+    await t.database.db
+      .updateTable('addons')
+      .set({ totalDownloads: (i * 3) % 7 })
+      .where('id', '=', res.json<Listed>().id)
+      .execute();
+  }
+  // Counters are not content: a content write makes the catalogue reload with these totals.
+  await admin(t, 'POST', '/api/addons', { slug: 'other-category', name: '别的', summary: '摘要' });
+});
+afterAll(() => t.close());
+
+async function get(url: string, headers: Record<string, string> = {}) {
+  return t.inject({ url, headers });
+}
+
+/** Every page of `url` followed through its `Link` headers. */
+async function allPages(url: string): Promise<{ pages: Listed[][]; totals: string[] }> {
+  const pages: Listed[][] = [];
+  const totals: string[] = [];
+  let next: string | null = url;
+  while (next !== null) {
+    const res = await get(next);
+    expect(res.statusCode, `${next} ${res.body}`).toBe(200);
+    pages.push(res.json<Listed[]>());
+    totals.push(String(res.headers['x-total-count']));
+    const link = res.headers.link as string | undefined;
+    const match = link === undefined ? null : /^<([^>]+)>; rel="next"$/.exec(link);
+    next = match?.[1] ? new URL(match[1]).pathname.replace(/^\/base/, '') + new URL(match[1]).search : null;
+    expect(pages.length).toBeLessThan(20);
+  }
+  return { pages, totals };
+}
+
+describe('paging and sorting of GET /api/addons', () => {
+  it('answers exactly as before without the new parameters: the whole list, no paging headers', async () => {
+    const res = await get('/api/addons?category=paged');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-total-count']).toBeUndefined();
+    expect(res.headers.link).toBeUndefined();
+    const names = res.json<Listed[]>().map((a) => a.name);
+    // The contract's order: most recently updated first (here: the reverse of creation).
+    expect(names).toEqual([...NAMES].reverse().map((n) => `名 ${n}`));
+  });
+
+  it('pages through the whole list with limit and the next link, each page once, with the total', async () => {
+    const whole = (await get('/api/addons?category=paged')).json<Listed[]>();
+    const { pages, totals } = await allPages('/api/addons?category=paged&limit=3');
+    expect(pages.map((p) => p.length)).toEqual([3, 3, 1]);
+    expect(totals).toEqual(['7', '7', '7']);
+    expect(pages.flat().map((a) => a.id)).toEqual(whole.map((a) => a.id));
+  });
+
+  it('builds the next link from PUBLIC_BASE_URL, keeping the query', async () => {
+    const res = await get('/api/addons?category=paged&limit=2&lang=en');
+    const link = String(res.headers.link);
+    const url = new URL(/^<([^>]+)>/.exec(link)?.[1] ?? '');
+    expect(url.origin + url.pathname).toBe('https://addons.example.test/base/api/addons');
+    expect(url.searchParams.get('category')).toBe('paged');
+    expect(url.searchParams.get('lang')).toBe('en');
+    expect(url.searchParams.get('limit')).toBe('2');
+    expect(url.searchParams.get('cursor')).toMatch(/^[\w-]+\.[\w-]+$/);
+  });
+
+  it('sorts by downloads, name and creation, whole or paged alike', async () => {
+    const order = async (query: string) => (await get(`/api/addons?category=paged&${query}`)).json<Listed[]>();
+    const byDownloads = await order('sort=downloads');
+    const totals = byDownloads.map((a) => a.totalDownloads);
+    expect(totals).toEqual([...totals].sort((a, b) => b - a));
+    expect(new Set(totals).size).toBe(NAMES.length);
+    expect((await order('sort=name&lang=en')).map((a) => a.name)).toEqual([
+      'Alpha',
+      'bravo',
+      'charlie',
+      'delta',
+      'echo',
+      'foxtrot',
+      'golf',
+    ]);
+    const created = (await order('sort=created')).map((a) => a.createdAt);
+    expect(created).toEqual([...created].sort().reverse());
+    for (const sort of ['downloads', 'name', 'created', 'updated']) {
+      const { pages } = await allPages(`/api/addons?category=paged&sort=${sort}&limit=2`);
+      expect(
+        pages.flat().map((a) => a.id),
+        sort,
+      ).toEqual((await order(`sort=${sort}`)).map((a) => a.id));
+    }
+  });
+
+  it('refuses bad paging parameters with 400 naming the parameter', async () => {
+    for (const query of ['limit=0', 'limit=101', 'limit=abc', 'limit=1.5', 'sort=popular', 'cursor=']) {
+      const res = await get(`/api/addons?${query}`);
+      expect(res.statusCode, query).toBe(400);
+      expect(res.json<{ error: string }>().error, query).toMatch(query.split('=')[0] as string);
+    }
+  });
+
+  it('refuses a cursor that was changed, made up, or given to another query', async () => {
+    const first = await get('/api/addons?category=paged&limit=2');
+    const cursor = new URL(/^<([^>]+)>/.exec(String(first.headers.link))?.[1] ?? '').searchParams.get('cursor') ?? '';
+    expect((await get(`/api/addons?category=paged&cursor=${cursor}`)).statusCode).toBe(200);
+    const [text = '', tag = ''] = cursor.split('.');
+    const payload = JSON.parse(Buffer.from(text, 'base64url').toString()) as Record<string, unknown>;
+    const forged = Buffer.from(JSON.stringify({ ...payload, l: 100 })).toString('base64url');
+    const flipped = `${text.slice(0, -1)}${text.endsWith('A') ? 'B' : 'A'}.${tag}`;
+    for (const bad of [`${forged}.${tag}`, flipped, 'not-a-cursor', `${cursor}.x`, `${text}.`]) {
+      const res = await get(`/api/addons?category=paged&cursor=${encodeURIComponent(bad)}`);
+      expect(res.statusCode, bad).toBe(400);
+      expect(res.json<{ error: string }>().error).toMatch(/cursor/);
+    }
+    // Another sort, filter or search: another query.
+    for (const other of ['sort=name', 'published=false', 'search=delta']) {
+      const res = await get(`/api/addons?category=paged&${other}&cursor=${cursor}`);
+      expect(res.statusCode, other).toBe(400);
+      expect(res.json<{ error: string }>().error).toMatch(/cursor/);
+    }
+  });
+
+  it('keeps one shared cursor key per database, whichever instance asks first', async () => {
+    const keys = await Promise.all(Array.from({ length: 5 }, () => serverSecret(t.database.db, 'test-shared')));
+    expect(keys[0]).toHaveLength(32);
+    expect(new Set(keys.map((k) => k.toString('hex'))).size).toBe(1);
+    expect((await serverSecret(t.database.db, 'test-other')).equals(keys[0] as Buffer)).toBe(false);
+  });
+});
+
+describe('paging of GET /api/releases', () => {
+  it('pages the releases newest first, as the whole list has them', async () => {
+    const addon = (await get('/api/addons?category=paged&limit=1')).json<Listed[]>()[0] as Listed;
+    for (let i = 0; i < 5; i += 1) {
+      const res = await admin(t, 'POST', '/api/releases', {
+        addonId: addon.id,
+        version: `1.${i}`,
+        downloadType: 'url',
+        externalUrl: 'https://cdn.example.test/r.zip',
+      });
+      expect(res.statusCode).toBe(201);
+    }
+    const whole = (await get(`/api/releases?addonId=${addon.id}`)).json<{ id: string }[]>();
+    expect(whole).toHaveLength(5);
+    const { pages, totals } = await allPages(`/api/releases?addonId=${addon.id}&limit=2`);
+    expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
+    expect(totals).toEqual(['5', '5', '5']);
+    expect(pages.flat().map((r) => r.id)).toEqual(whole.map((r) => r.id));
+    expect((await get('/api/releases?limit=500')).statusCode).toBe(400);
+  });
+});
+
+describe('keyset pages', () => {
+  it('starts after the last position even when items were added or removed before it', () => {
+    const items = [
+      { k: 9, id: 'a' },
+      { k: 7, id: 'b' },
+      { k: 7, id: 'c' },
+      { k: 3, id: 'd' },
+    ];
+    const ordered = (list: typeof items) => ({ items: list, descending: true, position: (x: (typeof items)[0]) => ({ key: x.k, id: x.id }) });
+    const first = pageOf(ordered(items), { limit: 2, after: null });
+    expect(first.items.map((x) => x.id)).toEqual(['a', 'b']);
+    expect(first.next).toEqual({ key: 7, id: 'b' });
+    // "a" is gone and "x" arrived before the position: the next page is still what followed "b".
+    const changed = [{ k: 10, id: 'x' }, ...items.slice(1)];
+    const second = pageOf(ordered(changed), { limit: 2, after: first.next });
+    expect(second.items.map((x) => x.id)).toEqual(['c', 'd']);
+    expect(second.next).toBeNull();
+  });
+
+  it('signs cursors per query and refuses them under another key', () => {
+    const ours = new Cursors(Buffer.alloc(32, 1));
+    const cursor = ours.encode('scope', { key: 'k', id: 'i' }, 5);
+    expect(ours.decode('scope', cursor)).toEqual({ limit: 5, after: { key: 'k', id: 'i' } });
+    expect(() => ours.decode('other', cursor)).toThrow(/another query/);
+    expect(() => new Cursors(Buffer.alloc(32, 2)).decode('scope', cursor)).toThrow(/cursor/);
+  });
+});
+
+describe('compression of catalogue answers', () => {
+  it('chooses br before gzip, honouring q-values, * and identity', () => {
+    const table: [string | undefined, string | null][] = [
+      [undefined, null],
+      ['', null],
+      ['gzip', 'gzip'],
+      ['gzip, deflate, br', 'br'],
+      ['br;q=0.5, gzip', 'gzip'],
+      ['br;q=0, gzip;q=0', null],
+      ['identity', null],
+      ['*', 'br'],
+      ['*;q=0.1, gzip;q=0.2', 'gzip'],
+      ['BR', 'br'],
+      ['deflate', null],
+    ];
+    for (const [header, expected] of table) expect(chooseEncoding(header), String(header)).toBe(expected);
+  });
+
+  it('compresses an answer once and keeps it: every request gets the same bytes', async () => {
+    const rendered = RenderedJson.of(Buffer.from(JSON.stringify({ a: 'x'.repeat(5000) })));
+    const first = rendered.compressed('br');
+    expect(rendered.compressed('br')).toBe(first);
+    expect(zlib.brotliDecompressSync(await first).equals(rendered.body())).toBe(true);
+    expect(zlib.gunzipSync(await rendered.compressed('gzip')).equals(rendered.body())).toBe(true);
+    // An answer in parts compresses to what its whole body would.
+    const parts = [Buffer.from('['), Buffer.from('"a"'), Buffer.from(','), Buffer.from('"b"'), Buffer.from(']')];
+    const inParts = new RenderedJson(parts, {}, { etag: 'W/"x"', signature: 's' });
+    expect(inParts.body().toString()).toBe('["a","b"]');
+    expect(zlib.brotliDecompressSync(await inParts.compressed('br')).toString()).toBe('["a","b"]');
+  });
+
+  it('sends the list, the detail and the releases compressed when asked, with Vary, decoding to the same JSON', async () => {
+    const slug = (await get('/api/addons?category=paged&limit=1')).json<Listed[]>()[0]?.slug ?? '';
+    for (const url of ['/api/addons', `/api/addons/${slug}`, '/api/releases']) {
+      const plain = await get(url);
+      expect(plain.headers['content-encoding'], url).toBeUndefined();
+      expect(String(plain.headers.vary)).toMatch(/Accept-Encoding/);
+      expect(plain.rawPayload.length, url).toBeGreaterThan(1024);
+      const br = await get(url, { 'accept-encoding': 'gzip, br' });
+      expect(br.headers['content-encoding'], url).toBe('br');
+      expect(String(br.headers.vary)).toMatch(/Accept-Encoding/);
+      expect(br.rawPayload.length).toBeLessThan(plain.rawPayload.length);
+      expect(zlib.brotliDecompressSync(br.rawPayload).equals(plain.rawPayload), url).toBe(true);
+      const gz = await get(url, { 'accept-encoding': 'gzip' });
+      expect(gz.headers['content-encoding']).toBe('gzip');
+      expect(zlib.gunzipSync(gz.rawPayload).equals(plain.rawPayload), url).toBe(true);
+      // Each variant has its own validator, and revalidates to a 304.
+      expect(br.headers.etag).not.toBe(plain.headers.etag);
+      const again = await get(url, { 'accept-encoding': 'br', 'if-none-match': String(br.headers.etag) });
+      expect(again.statusCode).toBe(304);
+    }
+  });
+
+  it('leaves small answers uncompressed', async () => {
+    const res = await get('/api/addons?category=none', { 'accept-encoding': 'br' });
+    expect(res.body).toBe('[]');
+    expect(res.headers['content-encoding']).toBeUndefined();
+  });
+
+  it('signs a compressed answer as its client decodes it', async () => {
+    const keys = (await get('/api/signing-keys')).json<SigningKey[]>();
+    const res = await get('/api/addons', { 'accept-encoding': 'br' });
+    expect(res.headers['content-encoding']).toBe('br');
+    const header = String(res.headers['x-signature']);
+    expect(verifyAnswer(zlib.brotliDecompressSync(res.rawPayload), header, keys)).toBe(true);
+  });
+});
+
+describe('a large list (over 8 MiB), kept in parts and streamed', () => {
+  let big: TestApp;
+  beforeAll(async () => {
+    big = await buildTestApp();
+    const at = new Date().toISOString();
+    const rows = Array.from({ length: 120 }, (_, i) => ({
+      id: `big-${String(i).padStart(3, '0')}`,
+      slug: `big-${i}`,
+      nameZh: `大 ${i}`,
+      nameEn: `Big ${i}`,
+      summaryZh: '大',
+      summaryEn: 'big',
+      descriptionZh: '',
+      descriptionEn: `${'long text '.repeat(10_000)}${i}`,
+      iconUrl: null,
+      category: 'big',
+      published: 1,
+      totalDownloads: i,
+      createdAt: at,
+      updatedAt: at,
+      counterSeq: 0,
+    }));
+    for (let i = 0; i < rows.length; i += 20) await big.database.db.insertInto('addons').values(rows.slice(i, i + 20)).execute();
+    // A write through the API: the catalogue reloads with these rows.
+    await admin(big, 'POST', '/api/addons', { slug: 'big-marker', name: '标记', summary: '摘要' });
+  });
+  afterAll(() => big.close());
+
+  it('streams the same JSON with its own validator and a signature of the body, and compresses it', async () => {
+    const keys = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
+    const res = await big.inject('/api/addons?category=big');
+    expect(res.statusCode).toBe(200);
+    expect(res.rawPayload.length).toBeGreaterThan(8 * 1024 * 1024);
+    expect(Number(res.headers['content-length'])).toBe(res.rawPayload.length);
+    const listed = res.json<{ id: string; totalDownloads: number }[]>();
+    expect(listed).toHaveLength(120);
+    expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
+    const etag = String(res.headers.etag);
+    expect(etag).toMatch(/^W\/"/);
+    const again = await big.inject({ url: '/api/addons?category=big', headers: { 'if-none-match': etag } });
+    expect(again.statusCode).toBe(304);
+    expect(again.headers['x-signature']).toBeUndefined();
+    const br = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'br' } });
+    expect(br.headers['content-encoding']).toBe('br');
+    const decoded = zlib.brotliDecompressSync(br.rawPayload);
+    expect(decoded.equals(res.rawPayload)).toBe(true);
+    expect(verifyAnswer(decoded, String(br.headers['x-signature']), keys)).toBe(true);
+    expect(br.headers.etag).not.toBe(etag);
+  });
+});
