@@ -1,5 +1,6 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import fs from 'node:fs';
+import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import type { ContentCache } from './cache.js';
 import { ConfigError } from './config.js';
@@ -8,7 +9,8 @@ import type { Db } from './db/index.js';
 import type { SigningKeyRow } from './db/schema.js';
 import { now, nowIso } from './domain/clock.js';
 import { conflict } from './http/errors.js';
-import { identityBody, presignedSignature } from './http/rendered.js';
+import { identityBody } from './http/rendered.js';
+import { signParts } from './sign-parts.js';
 
 /** A key as `GET /api/signing-keys` lists it. */
 export interface SigningKeyEntry {
@@ -34,6 +36,13 @@ interface KeySet {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Bodies at least this large are signed in libuv's thread pool: Ed25519 hashes the whole body
+ * twice, which would hold the event loop for milliseconds (large answers in parts: `signParts`).
+ */
+const SIGN_OFF_LOOP_BYTES = 1024 * 1024;
+const signAsync = promisify(sign);
 
 function rawPublicKey(privateKey: KeyObject): Buffer {
   const jwk = createPublicKey(privateKey).export({ format: 'jwk' });
@@ -155,11 +164,23 @@ export class Signer {
       if (kept?.keys === keys) return kept.header;
     }
     const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
-    const header = keys.signing
-      .map((k) => `keyId=${k.entry.keyId};sig=${sign(null, bytes, k.privateKey).toString('base64')}`)
-      .join(', ');
+    const header = await Signer.headerOf(keys, (k) =>
+      bytes.length >= SIGN_OFF_LOOP_BYTES ? signAsync(null, bytes, k) : sign(null, bytes, k),
+    );
     if (Buffer.isBuffer(body)) this.signed.set(body, { keys, header });
     return header;
+  }
+
+  /** `header` of the concatenation of `parts`, without joining them (see `signParts`). */
+  async headerOfParts(parts: readonly Buffer[]): Promise<string> {
+    return Signer.headerOf(await this.keys(), (k) => signParts(k, parts));
+  }
+
+  private static async headerOf(keys: KeySet, signWith: (key: KeyObject) => Buffer | Promise<Buffer>): Promise<string> {
+    const signatures = await Promise.all(keys.signing.map((k) => signWith(k.privateKey)));
+    return keys.signing
+      .map((k, i) => `keyId=${k.entry.keyId};sig=${(signatures[i] as Buffer).toString('base64')}`)
+      .join(', ');
   }
 
   /** A new active key endorsed by the current one, which retires and keeps signing for the overlap. */
@@ -194,10 +215,8 @@ export class Signer {
       if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
       const type = reply.getHeader('content-type');
       if (typeof type !== 'string' || !type.startsWith('application/json')) return payload;
-      // A compressed answer is signed as its client reads it: decoded (a large one was signed when rendered).
-      const signature = Buffer.isBuffer(payload)
-        ? (presignedSignature(payload) ?? (await this.header(identityBody(payload) ?? payload)))
-        : await this.header(payload);
+      // A compressed answer is signed as its client reads it: decoded (a large one, streamed, was signed when rendered).
+      const signature = await this.header(Buffer.isBuffer(payload) ? (identityBody(payload) ?? payload) : payload);
       reply.header('X-Signature', signature);
       return payload;
     });

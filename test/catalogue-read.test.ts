@@ -4,6 +4,8 @@ import { type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
 import { serverSecret } from '../src/db/secrets.js';
 import { Cursors, pageOf } from '../src/http/paging.js';
 import { chooseEncoding, RenderedJson } from '../src/http/rendered.js';
+import { BLOCK_SIZE, ListBlocks } from '../src/modules/addons/blocks.js';
+import { Counters } from '../src/modules/addons/counters.js';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
 
 let t: TestApp;
@@ -231,11 +233,27 @@ describe('compression of catalogue answers', () => {
     expect(rendered.compressed('br')).toBe(first);
     expect(zlib.brotliDecompressSync(await first).equals(rendered.body())).toBe(true);
     expect(zlib.gunzipSync(await rendered.compressed('gzip')).equals(rendered.body())).toBe(true);
-    // An answer in parts compresses to what its whole body would.
-    const parts = [Buffer.from('['), Buffer.from('"a"'), Buffer.from(','), Buffer.from('"b"'), Buffer.from(']')];
+  });
+
+  it('assembles the gzip form of a large answer from the deflate segments of its parts', async () => {
+    const text = (n: number) => Buffer.from(JSON.stringify(Array.from({ length: n }, (_, i) => ({ i, s: `名字 ${i} `.repeat(i % 7) }))).slice(1, -1));
+    const shared = text(3000);
+    const parts = [Buffer.from('['), shared, Buffer.from(','), Buffer.alloc(0), text(10), Buffer.from(','), text(700), Buffer.from(']')];
     const inParts = new RenderedJson(parts, {}, { etag: 'W/"x"', signature: 's' });
-    expect(inParts.body().toString()).toBe('["a","b"]');
-    expect(zlib.brotliDecompressSync(await inParts.compressed('br')).toString()).toBe('["a","b"]');
+    expect(inParts.encodings).toEqual(['gzip']);
+    const gz = Buffer.concat(await inParts.gzipParts());
+    expect(inParts.gzipParts()).toBe(inParts.gzipParts());
+    // A standard gzip stream: any decoder reads the whole body (the CRC and length are checked).
+    expect(zlib.gunzipSync(gz).equals(inParts.body())).toBe(true);
+    expect(gz.length).toBeLessThan(inParts.length / 4);
+    // Each part is a segment compressed on its own, so another rendering sharing a part holds its
+    // segment verbatim.
+    const segment = zlib.deflateRawSync(shared, { finishFlush: zlib.constants.Z_SYNC_FLUSH });
+    expect(gz.includes(segment)).toBe(true);
+    const other = new RenderedJson([Buffer.from('['), shared, Buffer.from(']')], {}, { etag: 'W/"y"', signature: 's' });
+    const otherGz = Buffer.concat(await other.gzipParts());
+    expect(zlib.gunzipSync(otherGz).equals(other.body())).toBe(true);
+    expect(otherGz.includes(segment)).toBe(true);
   });
 
   it('sends the list, the detail and the releases compressed when asked, with Vary, decoding to the same JSON', async () => {
@@ -275,12 +293,13 @@ describe('compression of catalogue answers', () => {
   });
 });
 
-describe('a large list (over 8 MiB), kept in parts and streamed', () => {
+describe('a large list (over 8 MiB), kept in blocks and streamed', () => {
   let big: TestApp;
+  const COUNT = 600;
   beforeAll(async () => {
     big = await buildTestApp();
     const at = new Date().toISOString();
-    const rows = Array.from({ length: 120 }, (_, i) => ({
+    const rows = Array.from({ length: COUNT }, (_, i) => ({
       id: `big-${String(i).padStart(3, '0')}`,
       slug: `big-${i}`,
       nameZh: `大 ${i}`,
@@ -288,7 +307,7 @@ describe('a large list (over 8 MiB), kept in parts and streamed', () => {
       summaryZh: '大',
       summaryEn: 'big',
       descriptionZh: '',
-      descriptionEn: `${'long text '.repeat(10_000)}${i}`,
+      descriptionEn: `${'long text '.repeat(1_500)}${i}`,
       iconUrl: null,
       category: 'big',
       published: 1,
@@ -297,31 +316,166 @@ describe('a large list (over 8 MiB), kept in parts and streamed', () => {
       updatedAt: at,
       counterSeq: 0,
     }));
-    for (let i = 0; i < rows.length; i += 20) await big.database.db.insertInto('addons').values(rows.slice(i, i + 20)).execute();
+    for (let i = 0; i < rows.length; i += 50) await big.database.db.insertInto('addons').values(rows.slice(i, i + 50)).execute();
     // A write through the API: the catalogue reloads with these rows.
     await admin(big, 'POST', '/api/addons', { slug: 'big-marker', name: '标记', summary: '摘要' });
   });
   afterAll(() => big.close());
 
-  it('streams the same JSON with its own validator and a signature of the body, and compresses it', async () => {
+  it('streams the same JSON with its own validator and a signature of the body, and gzips it from its blocks', async () => {
     const keys = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
     const res = await big.inject('/api/addons?category=big');
     expect(res.statusCode).toBe(200);
     expect(res.rawPayload.length).toBeGreaterThan(8 * 1024 * 1024);
     expect(Number(res.headers['content-length'])).toBe(res.rawPayload.length);
     const listed = res.json<{ id: string; totalDownloads: number }[]>();
-    expect(listed).toHaveLength(120);
+    expect(listed).toHaveLength(COUNT);
     expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
     const etag = String(res.headers.etag);
     expect(etag).toMatch(/^W\/"/);
     const again = await big.inject({ url: '/api/addons?category=big', headers: { 'if-none-match': etag } });
     expect(again.statusCode).toBe(304);
     expect(again.headers['x-signature']).toBeUndefined();
-    const br = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'br' } });
-    expect(br.headers['content-encoding']).toBe('br');
-    const decoded = zlib.brotliDecompressSync(br.rawPayload);
+    const gz = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'br, gzip' } });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(String(gz.headers.vary)).toMatch(/Accept-Encoding/);
+    const decoded = zlib.gunzipSync(gz.rawPayload);
     expect(decoded.equals(res.rawPayload)).toBe(true);
-    expect(verifyAnswer(decoded, String(br.headers['x-signature']), keys)).toBe(true);
-    expect(br.headers.etag).not.toBe(etag);
+    expect(gz.rawPayload.length).toBeLessThan(res.rawPayload.length / 10);
+    expect(verifyAnswer(decoded, String(gz.headers['x-signature']), keys)).toBe(true);
+    expect(gz.headers.etag).not.toBe(etag);
+    expect(Number(gz.headers['content-length'])).toBe(gz.rawPayload.length);
+    const gzAgain = await big.inject({
+      url: '/api/addons?category=big',
+      headers: { 'accept-encoding': 'gzip', 'if-none-match': String(gz.headers.etag) },
+    });
+    expect(gzAgain.statusCode).toBe(304);
+    // brotli is not offered for a large answer: a client accepting only br reads it plain.
+    const brOnly = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'br' } });
+    expect(brOnly.headers['content-encoding']).toBeUndefined();
+    expect(brOnly.rawPayload.equals(res.rawPayload)).toBe(true);
+  });
+
+  it('shows a counted download within 2 seconds, re-rendering only what changed, with a new validator', async () => {
+    const addonId = 'big-300';
+    const release = await admin(big, 'POST', '/api/releases', {
+      addonId,
+      version: '1.0',
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/big.zip',
+    });
+    expect(release.statusCode).toBe(201);
+    const keys = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
+    const before = await big.inject('/api/addons?category=big');
+    const shown = (res: typeof before) =>
+      res.json<{ id: string; totalDownloads: number }[]>().find((a) => a.id === addonId)?.totalDownloads;
+    const start = shown(before) ?? -1;
+    expect((await big.inject(`/api/download/${release.json<{ id: string }>().id}`)).statusCode).toBe(302);
+    const counted = Date.now();
+    let after = before;
+    while (shown(after) === start && Date.now() - counted < 2_500) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      after = await big.inject('/api/addons?category=big');
+    }
+    expect(shown(after)).toBe(start + 1);
+    expect(Date.now() - counted).toBeLessThan(2_100);
+    expect(after.headers.etag).not.toBe(before.headers.etag);
+    expect(verifyAnswer(after.rawPayload, String(after.headers['x-signature']), keys)).toBe(true);
+    const gz = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'gzip' } });
+    expect(zlib.gunzipSync(gz.rawPayload).equals(after.rawPayload)).toBe(true);
+    // Everything but the changed addon is byte for byte as before.
+    const elements = (res: typeof before) => res.json<unknown[]>().map((e) => JSON.stringify(e));
+    const previous = elements(before);
+    const changed = elements(after).filter((e, i) => e !== previous[i]);
+    expect(changed).toHaveLength(1);
+    expect(changed[0]).toContain(addonId);
+  });
+});
+
+describe('whole-list blocks', () => {
+  type Item = { id: string; n: number };
+  const items: Item[] = Array.from({ length: 600 }, (_, i) => ({ id: `i${i}`, n: i }));
+  const counting = () => {
+    const renderer = {
+      rendered: 0,
+      identity: (item: Item) => item.id,
+      stamp: (item: Item) => item.n,
+      render: (item: Item) => {
+        renderer.rendered += 1;
+        return JSON.stringify(item);
+      },
+    };
+    return renderer;
+  };
+
+  it('cuts a list into blocks of 256, reuses unchanged ones and re-renders a block whose stamp changed', () => {
+    const lists = new ListBlocks(1 << 30);
+    const r = counting();
+    const first = lists.parts('all', items, r);
+    expect(Buffer.concat(first).toString()).toBe(JSON.stringify(items));
+    expect(first.filter((p) => p.length > 1)).toHaveLength(Math.ceil(items.length / BLOCK_SIZE));
+    expect(r.rendered).toBe(600);
+    const changed = items.map((item) => (item.id === 'i300' ? { ...item, n: -1 } : item));
+    const second = lists.parts('all', changed, r);
+    expect(Buffer.concat(second).toString()).toBe(JSON.stringify(changed));
+    expect(r.rendered).toBe(600 + BLOCK_SIZE);
+    // The same Buffers where nothing changed: renderings share them (and their deflate segments).
+    expect(second.map((p, i) => p === first[i])).toEqual(first.map((p, i) => i !== 3));
+    // Another element in a place (another order under the same key) re-renders its block.
+    const swapped = [...changed];
+    [swapped[0], swapped[1]] = [swapped[1] as Item, swapped[0] as Item];
+    expect(Buffer.concat(lists.parts('all', swapped, r)).toString()).toBe(JSON.stringify(swapped));
+    expect(r.rendered).toBe(600 + 2 * BLOCK_SIZE);
+    // A shorter list keeps nothing stale.
+    expect(Buffer.concat(lists.parts('all', changed.slice(0, 10), r)).toString()).toBe(JSON.stringify(changed.slice(0, 10)));
+    expect(Buffer.concat(lists.parts('empty', [], r)).toString()).toBe('[]');
+  });
+
+  it('keeps lists within its budget, dropping the least recently used first', () => {
+    const one = Buffer.concat(new ListBlocks(1 << 30).parts('x', items, counting())).length;
+    const lists = new ListBlocks(one * 2);
+    const r = counting();
+    lists.parts('a', items, r);
+    lists.parts('b', items, r);
+    lists.parts('a', items, r);
+    expect(r.rendered).toBe(1200);
+    lists.parts('c', items, r);
+    // b was the least recently used: it went; a stayed.
+    lists.parts('a', items, r);
+    expect(r.rendered).toBe(1800);
+    lists.parts('b', items, r);
+    expect(r.rendered).toBe(2400);
+  });
+});
+
+describe('counter snapshots', () => {
+  it('show the rows counted since the catalogue was loaded, and never change under a reader', () => {
+    const loaded = Counters.of(5);
+    expect(loaded.version).toBe(5);
+    expect(loaded.total('a', 3)).toBe(3);
+    const next = loaded.after(7, { totals: [{ id: 'a', totalDownloads: 4 }], releases: [{ id: 'r', downloadCount: 2 }] });
+    expect(next.version).toBe(7);
+    expect([next.total('a', 3), next.releaseCount('r', 1), next.total('b', 9)]).toEqual([4, 2, 9]);
+    expect([loaded.total('a', 3), loaded.releaseCount('r', 1)]).toEqual([3, 1]);
+  });
+
+  it('fold many changes together and keep the newest value of each', () => {
+    let counters = Counters.of(0);
+    const held: Counters[] = [];
+    for (let round = 1; round <= 5; round += 1) {
+      const totals = Array.from({ length: 1_500 }, (_, i) => ({ id: `a${(i * round) % 3_000}`, totalDownloads: round * 10_000 + i }));
+      counters = counters.after(round, { totals, releases: [] });
+      held.push(counters);
+    }
+    for (let i = 0; i < 3_000; i += 1) {
+      // The newest round that counted addon i (rounds count i*round mod 3000), else the loaded value.
+      let expected = -1;
+      for (let round = 1; round <= 5; round += 1) {
+        for (let j = 0; j < 1_500; j += 1) if ((j * round) % 3_000 === i) expected = round * 10_000 + j;
+      }
+      expect(counters.total(`a${i}`, -1)).toBe(expected);
+    }
+    // An older snapshot still shows its own values.
+    expect(held[0]?.total('a2', -1)).toBe(10_002);
   });
 });

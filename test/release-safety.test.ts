@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,6 +6,7 @@ import { followRotation, type SigningKey, verifyAnswer } from '../docs/examples/
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 import { bucketOf } from './helpers/bucket.js';
 import { ConfigError } from '../src/config.js';
+import { signParts } from '../src/sign-parts.js';
 import { Signer } from '../src/signing.js';
 
 let t: TestApp;
@@ -279,6 +280,23 @@ describe('scheduled publishing', () => {
     expect(catalogue.find((a) => a.slug === 'sched-addon')?.releases.map((r) => r.id)).toEqual([r2.json().id]);
     expect((await t.inject('/api/articles/sched-news')).statusCode).toBe(200);
     expect((await t.inject(`/api/download/${r2.json().id}`)).statusCode).toBe(200);
+  });
+});
+
+describe('Ed25519 over a body in parts', () => {
+  it('makes exactly the signature of the joined body, for any split, size and key', async () => {
+    for (let trial = 0; trial < 6; trial += 1) {
+      const { privateKey } = generateKeyPairSync('ed25519');
+      const body = randomBytes([0, 1, 100, 5_000, 300_000, 9 * 1024 * 1024][trial] as number);
+      const cuts = [0, ...Array.from({ length: trial * 3 }, () => Math.floor(Math.random() * (body.length + 1))), body.length].sort(
+        (a, b) => a - b,
+      );
+      const parts = cuts.slice(1).map((end, i) => body.subarray(cuts[i], end));
+      expect(Buffer.concat(parts).equals(body)).toBe(true);
+      const expected = sign(null, body, privateKey);
+      expect((await signParts(privateKey, parts)).equals(expected), `trial ${trial}`).toBe(true);
+      expect((await signParts(privateKey, [body])).equals(expected)).toBe(true);
+    }
   });
 });
 

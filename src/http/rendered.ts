@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
+import { setImmediate } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
@@ -23,12 +25,54 @@ export function identityBody(payload: Buffer): Buffer | undefined {
   return identities.get(payload);
 }
 
-/** The signatures of compressed forms of large answers (signed when rendered; see `RenderedJson`). */
-const presigned = new WeakMap<Buffer, string>();
+/** Each part's raw deflate segment (see `segmentOf`), made once and kept as long as the part. */
+const segments = new WeakMap<Buffer, Promise<Buffer>>();
 
-/** The `X-Signature` made for the body this compressed payload decodes to, when it was made in advance. */
-export function presignedSignature(payload: Buffer): string | undefined {
-  return presigned.get(payload);
+/**
+ * A part compressed on its own as raw deflate, ended with a sync flush (on a byte boundary, without
+ * a final block): such segments, laid end to end, are one valid deflate stream, so a large answer's
+ * gzip form is assembled from its parts' segments, and a part shared by many renderings (a block of
+ * list elements that did not change) is compressed once for all of them.
+ */
+function segmentOf(part: Buffer): Promise<Buffer> {
+  let found = segments.get(part);
+  if (found === undefined) {
+    found = promisify(zlib.deflateRaw)(part, { finishFlush: zlib.constants.Z_SYNC_FLUSH });
+    found.catch(() => segments.delete(part));
+    segments.set(part, found);
+  }
+  return found;
+}
+
+/** gzip's header (RFC 1952: deflate, no name, no time) and the deflate stream's final, empty block. */
+const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+const FINAL_BLOCK = zlib.deflateRawSync(Buffer.alloc(0));
+/** The CRC of a large answer is computed in runs of this many bytes, letting other requests in between. */
+const CRC_RUN_BYTES = 8 * 1024 * 1024;
+
+/**
+ * gzip of parts from their deflate segments, as parts: header, segments, final block, CRC-32 and
+ * length of the whole (so the gzip form too is streamed rather than copied into one buffer).
+ */
+async function gzipOfParts(parts: readonly Buffer[]): Promise<Buffer[]> {
+  const deflated = await Promise.all(parts.map(segmentOf));
+  let crc = 0;
+  let length = 0;
+  let run = 0;
+  for (const part of parts) {
+    // (Node 20's crc32 of an empty buffer need not give back the value passed in.)
+    if (part.length > 0) crc = zlib.crc32(part, crc);
+    length += part.length;
+    run += part.length;
+    if (run >= CRC_RUN_BYTES) {
+      run = 0;
+      await setImmediate();
+    }
+  }
+  const trailer = Buffer.alloc(8);
+  trailer.writeUInt32LE(crc >>> 0, 0);
+  trailer.writeUInt32LE(length % 2 ** 32, 4);
+  return [GZIP_HEADER, ...deflated, FINAL_BLOCK, trailer];
 }
 
 /**
@@ -36,14 +80,18 @@ export function presignedSignature(payload: Buffer): string | undefined {
  * loop, in zlib's thread pool) and kept with it: every later request for the same answer and
  * encoding sends the same bytes, so compression costs once per rendered answer, never per request.
  *
- * A large answer is kept as the parts it was assembled from (`parts`, e.g. a list's elements,
- * which its renderer keeps anyway) and streamed from them, rather than copied into one buffer per
- * rendering: clients still reading an older rendering then pin only the parts that changed. Such an
- * answer carries its validator and signature (`etag`, and `X-Signature` in `headers`), made when it
- * was rendered, because the hooks that add them read whole bodies only.
+ * A large answer is kept as the parts it was assembled from (`parts`: blocks of a list's elements,
+ * which its renderer keeps and reuses while they do not change) and streamed from them, rather than
+ * copied into one buffer per rendering: clients still reading an older rendering then pin only the
+ * parts that changed. It is offered in gzip only, assembled from its parts' deflate segments (see
+ * `segmentOf`) and streamed too; brotli streams cannot be assembled from pieces, and compressing
+ * the whole anew for every rendering would cost seconds. Such an answer carries its validator and
+ * signature (`large`), made when it was rendered, because the hooks that add them read whole bodies
+ * only.
  */
 export class RenderedJson {
   private readonly encoded = new Map<Encoding, Promise<Buffer>>();
+  private gzipped: Promise<Buffer[]> | null = null;
   readonly length: number;
 
   constructor(
@@ -65,11 +113,21 @@ export class RenderedJson {
     return this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts);
   }
 
-  /** Bytes held for this answer and its compressed forms (br and gzip of JSON are each well under a tenth of it). */
+  /**
+   * Bytes held for this answer and its compressed forms (br and gzip of JSON are each well under a
+   * tenth of it); a large answer's parts and their deflate segments are its renderer's blocks, which
+   * their owner counts.
+   */
   get bytes(): number {
-    return Math.ceil(this.length * 1.25);
+    return this.large === null ? Math.ceil(this.length * 1.25) : 0;
   }
 
+  /** The encodings this answer is offered in, best first. */
+  get encodings(): readonly Encoding[] {
+    return this.large === null ? ['br', 'gzip'] : ['gzip'];
+  }
+
+  /** The answer compressed whole (answers that are not large). */
   compressed(encoding: Encoding): Promise<Buffer> {
     let found = this.encoded.get(encoding);
     if (found === undefined) {
@@ -85,10 +143,7 @@ export class RenderedJson {
           : zlib.createGzip();
       found = buffer(Readable.from(this.parts).pipe(compressor));
       found.then(
-        (compressed) => {
-          if (this.large !== null) presigned.set(compressed, this.large.signature);
-          else identities.set(compressed, this.body());
-        },
+        (compressed) => identities.set(compressed, this.body()),
         // A failure is not kept: the next request tries again (and this one is sent uncompressed).
         () => this.encoded.delete(encoding),
       );
@@ -96,12 +151,36 @@ export class RenderedJson {
     }
     return found;
   }
+
+  /** A large answer's gzip form, in parts (see `gzipOfParts`). */
+  gzipParts(): Promise<Buffer[]> {
+    if (this.gzipped === null) {
+      const made = gzipOfParts(this.parts);
+      made.catch(() => this.gzipped === made && (this.gzipped = null));
+      this.gzipped = made;
+    }
+    return this.gzipped;
+  }
 }
 
-/** The weak validator of a body in parts, as the conditional-GET hook makes it for a whole body. */
+/** Each part's SHA-1, made once and kept as long as the part. */
+const digests = new WeakMap<Buffer, Buffer>();
+
+/**
+ * The weak validator of a body in parts: a hash of its parts' hashes (each made once per part), so
+ * a new rendering that reuses most parts costs a hash of their digests, not of the whole body. The
+ * parts are cut the same way on every instance, so every instance gives the same body the same tag.
+ */
 export function etagOfParts(parts: readonly Buffer[]): string {
   const hash = createHash('sha1');
-  for (const part of parts) hash.update(part);
+  for (const part of parts) {
+    let digest = digests.get(part);
+    if (digest === undefined) {
+      digest = createHash('sha1').update(part).digest();
+      digests.set(part, digest);
+    }
+    hash.update(digest);
+  }
   return `W/"${hash.digest('base64url')}"`;
 }
 
@@ -109,7 +188,10 @@ export function etagOfParts(parts: readonly Buffer[]): string {
  * The encoding to send for an `Accept-Encoding` header: `br` before `gzip` when both are
  * acceptable (RFC 9110 §12.5.3: q-values, `*`, `identity`), else null (identity).
  */
-export function chooseEncoding(header: string | undefined): Encoding | null {
+export function chooseEncoding(
+  header: string | undefined,
+  offered: readonly Encoding[] = ['br', 'gzip'],
+): Encoding | null {
   if (header === undefined || header === '') return null;
   const q = new Map<string, number>();
   for (const part of header.split(',')) {
@@ -120,7 +202,7 @@ export function chooseEncoding(header: string | undefined): Encoding | null {
     q.set(name.trim(), Number.isFinite(value) ? value : 0);
   }
   const weight = (encoding: Encoding) => q.get(encoding) ?? q.get('*') ?? 0;
-  const best = (['br', 'gzip'] as const).filter((e) => weight(e) > 0);
+  const best = offered.filter((e) => weight(e) > 0);
   if (best.length === 0) return null;
   return best.reduce((a, b) => (weight(b) > weight(a) ? b : a));
 }
@@ -138,21 +220,26 @@ export async function sendRendered(
   const vary = reply.getHeader('vary');
   reply.type('application/json; charset=utf-8').header('Vary', vary ? `${String(vary)}, Accept-Encoding` : 'Accept-Encoding');
   for (const [name, value] of Object.entries(rendered.headers)) reply.header(name, value);
-  const encoding = rendered.length >= COMPRESS_MIN_BYTES ? chooseEncoding(request.headers['accept-encoding']) : null;
-  if (encoding !== null) {
-    const body = await rendered.compressed(encoding).catch(() => null);
-    if (body !== null) return reply.header('Content-Encoding', encoding).send(body);
-  }
+  const encoding =
+    rendered.length >= COMPRESS_MIN_BYTES ? chooseEncoding(request.headers['accept-encoding'], rendered.encodings) : null;
   const { large } = rendered;
-  if (large === null) return reply.send(rendered.body());
-  // A large answer in parts: its validator is checked here, and its parts streamed.
-  reply.header('ETag', large.etag).header('Cache-Control', 'no-cache');
+  if (large === null) {
+    const body = encoding === null ? null : await rendered.compressed(encoding).catch(() => null);
+    if (body !== null) return reply.header('Content-Encoding', encoding as Encoding).send(body);
+    return reply.send(rendered.body());
+  }
+  // A large answer in parts: its validator is checked here, and its parts (or its gzip form's) streamed.
+  const gzip = encoding === 'gzip' ? await rendered.gzipParts().catch(() => null) : null;
+  const etag = gzip === null ? large.etag : `${large.etag.slice(0, -1)}.gz"`;
+  reply.header('ETag', etag).header('Cache-Control', 'no-cache');
   const match = request.headers['if-none-match'];
-  if (typeof match === 'string' && match.split(',').some((tag) => tag.trim() === large.etag || tag.trim() === '*')) {
+  if (typeof match === 'string' && match.split(',').some((tag) => tag.trim() === etag || tag.trim() === '*')) {
     return reply.code(304).send();
   }
+  const parts = gzip ?? rendered.parts;
+  if (gzip !== null) reply.header('Content-Encoding', 'gzip');
   return reply
     .header('X-Signature', large.signature)
-    .header('Content-Length', rendered.length)
-    .send(Readable.from(rendered.parts));
+    .header('Content-Length', parts.reduce((n, part) => n + part.length, 0))
+    .send(Readable.from(parts));
 }

@@ -52,7 +52,11 @@ export class Catalogue {
   private readonly results = new Map<string, readonly CatalogueEntry[]>();
   private index: BigramIndex | null = null;
 
-  constructor(readonly entries: readonly CatalogueEntry[]) {}
+  constructor(
+    readonly entries: readonly CatalogueEntry[],
+    /** The counter version read before the rows: they hold every count up to it (see `Counters`). */
+    readonly counterVersion: number,
+  ) {}
 
   static keyOf(filter: CatalogueFilter): string {
     return JSON.stringify([filter.publishedOnly, filter.category ?? null, filter.terms]);
@@ -86,6 +90,7 @@ export function buildCatalogue(
   latest: readonly ReleaseRow[],
   releaseCounts: ReadonlyMap<string, number>,
   screenshots: readonly ScreenshotRow[],
+  counterVersion: number,
 ): Catalogue {
   const latestByAddon = new Map(latest.map((r) => [r.addonId, r]));
   const shotsByAddon = new Map<string, ScreenshotRow[]>();
@@ -103,5 +108,6 @@ export function buildCatalogue(
       searchText: searchTextOf(addon),
       names: [normalizeForSearch(addon.nameZh), normalizeForSearch(addon.nameEn)],
     })),
+    counterVersion,
   );
 }

@@ -186,23 +186,6 @@ export async function countersAfter(
   return { totals, releases };
 }
 
-/** `totalDownloads` of the given addons, or of all addons when `ids` is null. */
-export async function addonTotals(db: Db, ids: readonly string[] | null): Promise<Map<string, number>> {
-  const query = db.selectFrom('addons').select(['id', 'totalDownloads']);
-  const rows =
-    ids === null ? await query.execute() : await inChunks(ids, (chunk) => query.where('id', 'in', chunk).execute());
-  return new Map(rows.map((r) => [r.id, r.totalDownloads]));
-}
-
-/** `downloadCount` of the given releases, or of every flagged latest release when `ids` is null. */
-export async function releaseDownloadCounts(db: Db, ids: readonly string[] | null): Promise<Map<string, number>> {
-  const query = db.selectFrom('releases').select(['id', 'downloadCount']);
-  const rows =
-    ids === null
-      ? await query.where('isLatest', '=', 1).where('wowVersion', '=', CHANNEL).execute()
-      : await inChunks(ids, (chunk) => query.where('id', 'in', chunk).execute());
-  return new Map(rows.map((r) => [r.id, r.downloadCount]));
-}
 
 /** Published addons, as the addon managers' index names them. */
 export function publishedAddonRefs(db: Db): Promise<Pick<AddonRow, 'id' | 'slug' | 'nameZh' | 'nameEn'>[]> {

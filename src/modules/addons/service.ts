@@ -14,6 +14,8 @@ import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
+import { type ElementRenderer, jsonArray, ListBlocks } from './blocks.js';
+import { Counters } from './counters.js';
 import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter, normalizeForSearch } from './catalogue.js';
 import {
   type Addon,
@@ -38,15 +40,9 @@ import type {
   ScreenshotUpdateBody,
 } from './schemas.js';
 
-/** Download counters as read at one counter version: every addon's total and the shown releases' counts. */
-interface Counters {
-  readonly version: number;
-  readonly totals: ReadonlyMap<string, number>;
-  readonly releases: ReadonlyMap<string, number>;
-}
-
-/** The counters and when they were read (ms, taken before the read began). */
+/** The counters of a catalogue and when they were read (ms, taken before the read began). */
 interface Snapshot {
+  readonly catalogue: Catalogue;
   readonly counters: Counters;
   readAt: number;
 }
@@ -61,18 +57,15 @@ interface Generation {
   readonly rendered: Map<string, Promise<RenderedJson>>;
   /** Bytes held by each settled answer of `rendered`. */
   readonly sizes: Map<string, number>;
-  /** Sorted selections (other than the catalogue's own order), by filter, sort and language. */
-  readonly sorted: Map<string, readonly CatalogueEntry[]>;
   renderedBytes: number;
 }
 
 const MAX_RENDERED = 2_000;
 /**
- * Memory kept for rendered answers per instance (clients choose search terms freely); enough for
- * the whole list of 100,000 addons (about 190 MB), which is then rendered once per generation
- * rather than once per request.
+ * Memory kept for rendered answers per generation (clients choose search terms freely); a large
+ * answer's blocks (and their deflate segments) are counted by `ListBlocks`.
  */
-const MAX_RENDERED_BYTES = 320 * 1024 * 1024;
+const MAX_RENDERED_BYTES = 128 * 1024 * 1024;
 const MAX_SORTED = 64;
 
 /**
@@ -124,37 +117,26 @@ function releaseData(release: ReleaseRow): Record<string, unknown> {
   };
 }
 
-/** A list element's JSON with the two counters it shows. */
-interface ElementMemo {
-  readonly total: number;
-  readonly count: number | null;
-  readonly json: Buffer;
+/**
+ * What is kept per catalogue across counter snapshots: whole lists' blocks, and sorted selections
+ * (other than the catalogue's own order) by filter, sort and language, with the counters they
+ * were sorted by (null: an order that does not depend on them).
+ */
+interface Derived {
+  readonly catalogue: Catalogue;
+  readonly lists: ListBlocks;
+  readonly sorted: Map<string, { readonly counters: Counters | null; readonly items: readonly CatalogueEntry[] }>;
 }
-
-const OPEN = Buffer.from('[');
-const COMMA = Buffer.from(',');
-const CLOSE = Buffer.from(']');
 
 /** Answers at least this large are kept in parts and streamed (see `RenderedJson`). */
 const LARGE_ANSWER_BYTES = 8 * 1024 * 1024;
 
-/** A JSON array of elements already in JSON, as parts (the elements themselves, not copies). */
-function jsonArray<T>(items: readonly T[], element: (item: T) => Buffer): Buffer[] {
-  const parts: Buffer[] = [OPEN];
-  items.forEach((item, i) => {
-    if (i > 0) parts.push(COMMA);
-    parts.push(element(item));
-  });
-  parts.push(CLOSE);
-  return parts;
-}
+/**
+ * Memory kept for whole-list blocks per instance (see `ListBlocks`): the whole list of 100,000
+ * addons in one language (about 190 MB) and the lists of many searches.
+ */
+const MAX_BLOCK_BYTES = 256 * 1024 * 1024;
 
-/** JSON text in a buffer of its own (not a slice of Node's shared pool, which one kept slice would pin). */
-function ownBuffer(json: string): Buffer {
-  const out = Buffer.allocUnsafeSlow(Buffer.byteLength(json));
-  out.write(json);
-  return out;
-}
 
 export class AddonService {
   private generation: Generation | null = null;
@@ -162,10 +144,10 @@ export class AddonService {
   private epoch = 0;
   private loading: { epoch: number; promise: Promise<Catalogue> } | null = null;
   private snapshot: Snapshot | null = null;
-  private refreshing: Promise<Counters> | null = null;
+  private refreshing: { readonly catalogue: Catalogue; readonly promise: Promise<Counters> } | null = null;
   private cursors: Promise<Cursors> | null = null;
-  /** List elements' JSON by language and catalogue entry (dropped with their catalogue), see `listElement`. */
-  private readonly elements = new Map<Lang, WeakMap<CatalogueEntry, ElementMemo>>();
+  /** What is derived from the current catalogue across counter snapshots (see `derived`). */
+  private derivedState: Derived | null = null;
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -192,6 +174,8 @@ export class AddonService {
   }
 
   private async loadCatalogue(): Promise<Catalogue> {
+    // Read first: the rows read next hold every count up to it (see `Counters`).
+    const counterVersion = await repo.counterVersion(this.db);
     const addons = await repo.listAddons(this.db);
     const at = nowIso();
     const flagged = await repo.flaggedLatestReleases(this.db, at);
@@ -200,65 +184,48 @@ export class AddonService {
     const flaggedAddons = new Set(flagged.map((r) => r.addonId));
     const unflagged = addons.filter((a) => (counts.get(a.id) ?? 0) > 0 && !flaggedAddons.has(a.id)).map((a) => a.id);
     const newest = unflagged.length > 0 ? await repo.newestReleases(this.db, unflagged, at) : [];
-    return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots);
+    return buildCatalogue(addons, [...flagged, ...newest], counts, screenshots, counterVersion);
   }
 
-  /** The counters to show now (see `COUNTERS_FRESH_MS`). */
-  private counters(): Promise<Counters> {
-    const held = this.snapshot;
+  /** The counters of `catalogue` to show now (see `COUNTERS_FRESH_MS`). */
+  private counters(catalogue: Catalogue): Promise<Counters> {
+    const held = this.snapshot?.catalogue === catalogue ? this.snapshot : null;
     const age = held === null ? Infinity : Date.now() - held.readAt;
     if (held !== null && age < COUNTERS_FRESH_MS) return Promise.resolve(held.counters);
-    if (this.refreshing === null) {
-      const refreshing = this.refreshCounters().finally(() => {
-        if (this.refreshing === refreshing) this.refreshing = null;
-      });
+    if (this.refreshing?.catalogue !== catalogue) {
+      const refreshing = {
+        catalogue,
+        promise: this.refreshCounters(catalogue).finally(() => {
+          if (this.refreshing === refreshing) this.refreshing = null;
+        }),
+      };
       this.refreshing = refreshing;
     }
-    return held !== null && age < COUNTERS_STALE_MS ? Promise.resolve(held.counters) : this.refreshing;
+    return held !== null && age < COUNTERS_STALE_MS ? Promise.resolve(held.counters) : this.refreshing.promise;
   }
 
   /**
-   * Rereads the counter version and, when it moved, the counters: the first time all of them (two
-   * narrow queries), then only the rows counted since the version held (an index on `counter_seq`),
-   * so a refresh costs in proportion to the downloads since the last one, not to the catalogue.
+   * Rereads the counter version and, when it moved, the rows counted since the version held (an
+   * index on `counter_seq`), so a refresh costs in proportion to the downloads since the last one,
+   * not to the catalogue. A new catalogue starts from the version it was loaded at.
    */
-  private async refreshCounters(): Promise<Counters> {
+  private async refreshCounters(catalogue: Catalogue): Promise<Counters> {
     const readAt = Date.now();
     const version = await repo.counterVersion(this.db);
-    const held = this.snapshot;
-    if (held !== null && held.counters.version === version) {
-      held.readAt = readAt;
-      return held.counters;
-    }
-    let counters: Counters;
-    if (held === null) {
-      const catalogue = await this.catalogue();
-      const totals = await repo.addonTotals(this.db, null);
-      const releases = await repo.releaseDownloadCounts(this.db, null);
-      const unflagged = catalogue.entries.flatMap((e) =>
-        e.latest !== null && !releases.has(e.latest.id) ? [e.latest.id] : [],
-      );
-      if (unflagged.length > 0) {
-        for (const [id, count] of await repo.releaseDownloadCounts(this.db, unflagged)) releases.set(id, count);
-      }
-      counters = { version, totals, releases };
-    } else {
-      const changed = await repo.countersAfter(this.db, held.counters.version);
-      const totals = new Map(held.counters.totals);
-      const releases = new Map(held.counters.releases);
-      for (const row of changed.totals) totals.set(row.id, row.totalDownloads);
-      for (const row of changed.releases) releases.set(row.id, row.downloadCount);
-      counters = { version, totals, releases };
-    }
+    const held = this.snapshot?.catalogue === catalogue ? this.snapshot.counters : Counters.of(catalogue.counterVersion);
+    const counters = version === held.version ? held : held.after(version, await repo.countersAfter(this.db, held.version));
     // A slower refresh that read an older version must not replace a newer snapshot.
-    if (this.snapshot === null || this.snapshot.counters.version <= version) this.snapshot = { counters, readAt };
+    const current = this.snapshot;
+    if (current === null || current.catalogue !== catalogue || current.counters.version <= version) {
+      this.snapshot = { catalogue, counters, readAt };
+    }
     return counters;
   }
 
   /** The generation of the current catalogue and counters. */
   private async current(): Promise<Generation> {
     const catalogue = await this.catalogue();
-    const counters = await this.counters();
+    const counters = await this.counters(catalogue);
     const held = this.generation;
     if (held && held.catalogue === catalogue && held.counters === counters) return held;
     const fresh: Generation = {
@@ -266,7 +233,6 @@ export class AddonService {
       counters,
       rendered: new Map(),
       sizes: new Map(),
-      sorted: new Map(),
       renderedBytes: 0,
     };
     // A slow request that read older counters must not replace a newer generation.
@@ -305,13 +271,13 @@ export class AddonService {
   }
 
   /**
-   * A rendered list from its parts: small ones in one buffer; large ones kept in parts (shared
-   * with the element memo), with their validator and signature made now from one passing copy.
+   * A rendered list from its parts: small ones in one buffer; large ones kept in parts (their
+   * blocks, see `ListBlocks`), with their validator and signature made now, over the parts.
    */
   private async renderedOf(parts: Buffer[], headers: Record<string, string> = {}): Promise<RenderedJson> {
     const length = parts.reduce((n, part) => n + part.length, 0);
     if (length < LARGE_ANSWER_BYTES) return RenderedJson.of(Buffer.concat(parts, length), headers);
-    const signature = await this.ctx.signer.header(Buffer.concat(parts, length));
+    const signature = await this.ctx.signer.headerOfParts(parts);
     return new RenderedJson(parts, headers, { etag: etagOfParts(parts), signature });
   }
 
@@ -325,7 +291,7 @@ export class AddonService {
   /** The selection of a list request in its order. */
   private ordered(generation: Generation, request: ListRequest): Ordered<CatalogueEntry> {
     const { counters, catalogue } = generation;
-    const total = (e: CatalogueEntry) => counters.totals.get(e.addon.id) ?? e.addon.totalDownloads;
+    const total = (e: CatalogueEntry) => counters.total(e.addon.id, e.addon.totalDownloads);
     const name = (e: CatalogueEntry) => localize('name', e.addon.nameZh, e.addon.nameEn, request.lang).name;
     const keys: Record<AddonSort, { descending: boolean; key: (e: CatalogueEntry) => string | number }> = {
       updated: { descending: true, key: (e) => e.addon.updatedAt },
@@ -341,55 +307,59 @@ export class AddonService {
     const { descending, key } = keys[request.sort];
     const position = (e: CatalogueEntry) => ({ key: key(e), id: e.addon.id });
     const selected = catalogue.select(request.filter);
-    // The catalogue is in `updated` order already; other orders are sorted once per generation.
-    if (request.sort === 'updated') return { items: selected, descending, position };
+    // The catalogue is in `updated` order already; other orders are sorted once per catalogue, and
+    // by downloads once per counter snapshot, starting from the previous order: nearly sorted
+    // already, which the engine's merge sort (TimSort) finishes in about one pass.
+    const { sorted } = this.derived(catalogue);
     const sortKey = `${Catalogue.keyOf(request.filter)}|${request.sort}|${request.sort === 'name' ? request.lang : ''}`;
-    let items = generation.sorted.get(sortKey);
+    const byCounters = request.sort === 'downloads' ? counters : null;
+    const held = sorted.get(sortKey);
+    let items = held?.counters === byCounters ? held.items : undefined;
     if (items === undefined) {
-      const withKeys = selected.map((e) => ({ e, k: key(e), id: e.addon.id }));
+      const withKeys = (held?.items ?? selected).map((e) => ({ e, k: key(e), id: e.addon.id }));
       withKeys.sort((a, b) => {
         if (a.k !== b.k) return (a.k < b.k ? -1 : 1) * (descending ? -1 : 1);
         return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
       });
       items = withKeys.map((x) => x.e);
-      if (generation.sorted.size >= MAX_SORTED) generation.sorted.delete(generation.sorted.keys().next().value as string);
-      generation.sorted.set(sortKey, items);
+      sorted.delete(sortKey);
+      if (sorted.size >= MAX_SORTED) sorted.delete(sorted.keys().next().value as string);
+      sorted.set(sortKey, { counters: byCounters, items });
     }
     return { items, descending, position };
   }
 
-  private memoOf(lang: Lang): WeakMap<CatalogueEntry, ElementMemo> {
-    let byEntry = this.elements.get(lang);
-    if (byEntry === undefined) {
-      byEntry = new WeakMap();
-      this.elements.set(lang, byEntry);
+  /** What is derived from `catalogue` (a new catalogue starts anew). */
+  private derived(catalogue: Catalogue): Derived {
+    if (this.derivedState?.catalogue !== catalogue) {
+      this.derivedState = { catalogue, lists: new ListBlocks(MAX_BLOCK_BYTES), sorted: new Map() };
     }
-    return byEntry;
+    return this.derivedState;
   }
 
   /**
-   * One list element as JSON (UTF-8): the addon with its latest release and the snapshot's counters.
-   * Kept per entry and language with the two counters it shows, and made again only when they
-   * change, so a new counter snapshot re-renders the addons that were downloaded, not the catalogue.
+   * List elements (the addon with its latest release and the snapshot's counters). The stamp is the
+   * addon's total: every count an element shows moves it (a download of its latest release too).
    */
-  private listElement(generation: Generation, entry: CatalogueEntry, lang: Lang): Buffer {
+  private addonElements(generation: Generation, lang: Lang): ElementRenderer<CatalogueEntry> {
     const { counters } = generation;
-    const total = counters.totals.get(entry.addon.id) ?? entry.addon.totalDownloads;
-    const count =
-      entry.latest === null ? null : (counters.releases.get(entry.latest.id) ?? entry.latest.downloadCount);
-    const byEntry = this.memoOf(lang);
-    const kept = byEntry.get(entry);
-    if (kept !== undefined && kept.total === total && kept.count === count) return kept.json;
-    const latest = entry.latest === null ? null : { ...entry.latest, downloadCount: count ?? 0 };
-    const element = toAddon(
-      { ...entry.addon, totalDownloads: total },
-      { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
-      entry.screenshots,
-      lang,
-    );
-    const json = ownBuffer(JSON.stringify(element));
-    byEntry.set(entry, { total, count, json });
-    return json;
+    const total = (entry: CatalogueEntry) => counters.total(entry.addon.id, entry.addon.totalDownloads);
+    const count = (entry: CatalogueEntry) =>
+      entry.latest === null ? null : counters.releaseCount(entry.latest.id, entry.latest.downloadCount);
+    return {
+      identity: (entry) => entry,
+      stamp: total,
+      render: (entry) => {
+        const latest = entry.latest === null ? null : { ...entry.latest, downloadCount: count(entry) ?? 0 };
+        const element = toAddon(
+          { ...entry.addon, totalDownloads: total(entry) },
+          { releases: latest ? [latest] : [], latestId: latest?.id, releaseCount: entry.releaseCount },
+          entry.screenshots,
+          lang,
+        );
+        return JSON.stringify(element);
+      },
+    };
   }
 
   /**
@@ -400,8 +370,12 @@ export class AddonService {
   async list(request: ListRequest): Promise<RenderedJson> {
     const generation = await this.current();
     const scope = `addons|${Catalogue.keyOf(request.filter)}|${request.sort}|${request.sort === 'name' ? request.lang : ''}`;
-    return this.answer(generation, scope, request, () => this.ordered(generation, request), (e) =>
-      this.listElement(generation, e, request.lang),
+    return this.answer(
+      generation,
+      scope,
+      request,
+      () => this.ordered(generation, request),
+      this.addonElements(generation, request.lang),
     );
   }
 
@@ -411,13 +385,14 @@ export class AddonService {
     scope: string,
     request: PagedRequest,
     ordered: () => Ordered<T> | Promise<Ordered<T>>,
-    element: (item: T) => Buffer,
+    elements: ElementRenderer<T>,
   ): Promise<RenderedJson> {
     const { page } = request;
     if (page === null) {
-      return this.rendered(generation, `${scope}|${request.lang}`, async () => {
+      const key = `${scope}|${request.lang}`;
+      return this.rendered(generation, key, async () => {
         const { items } = await ordered();
-        return this.renderedOf(jsonArray(items, element));
+        return this.renderedOf(this.derived(generation.catalogue).lists.parts(key, items, elements));
       });
     }
     const cursors = await this.cursorCodec();
@@ -434,7 +409,10 @@ export class AddonService {
         const url = nextPageUrl(request.base, request.url, cursors.encode(scope, next, asked.limit));
         headers.Link = `<${url}>; rel="next"`;
       }
-      return this.renderedOf(jsonArray(items, element), headers);
+      return this.renderedOf(
+        jsonArray(items, (item) => Buffer.from(elements.render(item))),
+        headers,
+      );
     });
   }
 
@@ -469,9 +447,11 @@ export class AddonService {
       idsDescending: true,
       position: (r) => ({ key: r.createdAt, id: r.id }),
     });
-    return this.answer(generation, `releases|${addonId ?? ''}|${request.lang}`, request, ordered, (r) =>
-      Buffer.from(JSON.stringify(r)),
-    );
+    return this.answer(generation, `releases|${addonId ?? ''}|${request.lang}`, request, ordered, {
+      identity: (r) => r.id,
+      stamp: (r) => r.downloadCount,
+      render: (r) => JSON.stringify(r),
+    });
   }
 
   async releases(addonId: string | undefined, lang: Lang): Promise<ReleaseListItem[]> {
