@@ -5,7 +5,9 @@ import { serverSecret } from '../src/db/secrets.js';
 import { Cursors, pageOf } from '../src/http/paging.js';
 import { chooseEncoding, RenderedJson } from '../src/http/rendered.js';
 import { BLOCK_SIZE, ListBlocks } from '../src/modules/addons/blocks.js';
+import type { CatalogueEntry } from '../src/modules/addons/catalogue.js';
 import { Counters } from '../src/modules/addons/counters.js';
+import { resorted, sortedBy } from '../src/modules/addons/order.js';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
 
 let t: TestApp;
@@ -477,5 +479,26 @@ describe('counter snapshots', () => {
     }
     // An older snapshot still shows its own values.
     expect(held[0]?.total('a2', -1)).toBe(10_002);
+  });
+});
+
+describe('the order by downloads', () => {
+  it('is reordered after counts change exactly as a full sort would order it', () => {
+    const entries = Array.from({ length: 2_000 }, (_, i) => ({ addon: { id: `a${String((i * 7919) % 2_000).padStart(4, '0')}` } }) as unknown as CatalogueEntry);
+    const counts = new Map(entries.map((e, i) => [e.addon.id, (i * 31) % 50]));
+    const key = (e: CatalogueEntry) => counts.get(e.addon.id) ?? 0;
+    let held = sortedBy(entries, key, true);
+    for (let round = 1; round <= 30; round += 1) {
+      // Some addons downloaded (some to counts others already have: ties are ordered by id).
+      for (let j = 0; j < (round * 13) % 97; j += 1) {
+        const id = entries[(round * 131 + j * 17) % entries.length]?.addon.id ?? '';
+        counts.set(id, (counts.get(id) ?? 0) + 1 + (j % 3));
+      }
+      held = resorted(held, key, true);
+      const full = sortedBy(entries, key, true);
+      expect(held.items.map((e) => e.addon.id)).toEqual(full.items.map((e) => e.addon.id));
+      expect(held.keys).toEqual(full.keys);
+    }
+    expect(sortedBy(entries, (e) => e.addon.id, false).items.map((e) => e.addon.id)).toEqual(entries.map((e) => e.addon.id).sort());
   });
 });

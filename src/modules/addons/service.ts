@@ -16,6 +16,7 @@ import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
 import { type ElementRenderer, jsonArray, ListBlocks } from './blocks.js';
 import { Counters } from './counters.js';
+import { resorted, type Sorted, sortedBy } from './order.js';
 import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter, normalizeForSearch } from './catalogue.js';
 import {
   type Addon,
@@ -125,8 +126,9 @@ function releaseData(release: ReleaseRow): Record<string, unknown> {
 interface Derived {
   readonly catalogue: Catalogue;
   readonly lists: ListBlocks;
-  readonly sorted: Map<string, { readonly counters: Counters | null; readonly items: readonly CatalogueEntry[] }>;
+  readonly sorted: Map<string, Sorted & { readonly counters: Counters | null }>;
 }
+
 
 /** Answers at least this large are kept in parts and streamed (see `RenderedJson`). */
 const LARGE_ANSWER_BYTES = 8 * 1024 * 1024;
@@ -308,25 +310,19 @@ export class AddonService {
     const position = (e: CatalogueEntry) => ({ key: key(e), id: e.addon.id });
     const selected = catalogue.select(request.filter);
     // The catalogue is in `updated` order already; other orders are sorted once per catalogue, and
-    // by downloads once per counter snapshot, starting from the previous order: nearly sorted
-    // already, which the engine's merge sort (TimSort) finishes in about one pass.
+    // by downloads reordered once per counter snapshot (see `resorted`).
     const { sorted } = this.derived(catalogue);
     const sortKey = `${Catalogue.keyOf(request.filter)}|${request.sort}|${request.sort === 'name' ? request.lang : ''}`;
     const byCounters = request.sort === 'downloads' ? counters : null;
-    const held = sorted.get(sortKey);
-    let items = held?.counters === byCounters ? held.items : undefined;
-    if (items === undefined) {
-      const withKeys = (held?.items ?? selected).map((e) => ({ e, k: key(e), id: e.addon.id }));
-      withKeys.sort((a, b) => {
-        if (a.k !== b.k) return (a.k < b.k ? -1 : 1) * (descending ? -1 : 1);
-        return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
-      });
-      items = withKeys.map((x) => x.e);
+    let held = sorted.get(sortKey);
+    if (held?.counters !== byCounters) {
+      const order = held === undefined ? sortedBy(selected, key, descending) : resorted(held, key, descending);
+      held = { ...order, counters: byCounters };
       sorted.delete(sortKey);
       if (sorted.size >= MAX_SORTED) sorted.delete(sorted.keys().next().value as string);
-      sorted.set(sortKey, { counters: byCounters, items });
+      sorted.set(sortKey, held);
     }
-    return { items, descending, position };
+    return { items: held.items, descending, position };
   }
 
   /** What is derived from `catalogue` (a new catalogue starts anew). */
