@@ -246,4 +246,24 @@ describe('downloads of a version whose file field changed', () => {
     expect(res.json()).toMatchObject({ filePath: second.filePath, fileSize: 7, sha256: second.sha256 });
     expect((await t.inject(`/api/software/download/${v.id}`)).body).toBe('second!');
   });
+
+  it("forgets the stored file's size and sha256 when a version or release becomes a link, unless sent", async () => {
+    const link = { downloadType: 'url', externalUrl: 'https://mirror.example.test/other.exe' };
+    const v = await createVersion(t, packageId, { version: '12', versionCode: 12, filePath: file.filePath });
+    const moved = await admin(t, 'PUT', `/api/software/versions/${v.id}`, link);
+    expect(moved.json()).toMatchObject({ downloadType: 'url', fileSize: 0, sha256: null });
+    const sha256 = 'ab'.repeat(32);
+    const told = await createVersion(t, packageId, { version: '13', versionCode: 13, filePath: file.filePath });
+    const stated = await admin(t, 'PUT', `/api/software/versions/${told.id}`, { ...link, fileSize: 42, sha256 });
+    expect(stated.json()).toMatchObject({ fileSize: 42, sha256 });
+    // An update that keeps the file keeps its facts.
+    const kept = await admin(t, 'PUT', `/api/software/versions/${told.id}`, { forceUpdate: true });
+    expect(kept.json()).toMatchObject({ fileSize: 42, sha256 });
+
+    const addon = (await admin(t, 'POST', '/api/addons', { slug: 'dl-link', name: '链接', summary: '摘要' })).json<{ id: string }>();
+    const release = await admin(t, 'POST', '/api/releases', { addonId: addon.id, version: '1', filePath: file.filePath });
+    expect(release.json()).toMatchObject({ sha256: file.sha256, fileSize: content.length });
+    const linked = await admin(t, 'PUT', `/api/releases/${release.json<{ id: string }>().id}`, link);
+    expect(linked.json()).toMatchObject({ downloadType: 'url', fileSize: 0, sha256: null });
+  });
 });

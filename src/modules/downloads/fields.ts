@@ -23,6 +23,8 @@ export type DownloadFieldsBody = {
  * Validates the download fields of a create (`current` null) or update body and answers the
  * columns to write: `externalUrl` is an absolute http(s) URL and required for `url` downloads;
  * `filePath` names a file in the store, whose size and digest fill `fileSize`/`sha256` unless sent.
+ * Switching an update from a stored file to a link forgets the file's size and digest (unless sent):
+ * a launcher would otherwise check the linked file against another file's hash.
  */
 export async function downloadFields(
   files: FileService,
@@ -39,6 +41,10 @@ export async function downloadFields(
   if (downloadType === 'url' && !externalUrl)
     throw badRequest('body.externalUrl: is required when downloadType is url');
   if (body.downloadType !== undefined) fields.downloadType = body.downloadType;
+  if (current !== null && current.downloadType === 'local' && downloadType === 'url') {
+    fields.fileSize = 0;
+    fields.sha256 = null;
+  }
   if (body.filePath !== undefined && body.filePath !== '') {
     const facts = await files.facts(body.filePath, 'body.filePath');
     fields.filePath = facts.filePath;
