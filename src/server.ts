@@ -1,21 +1,13 @@
-import v8 from 'node:v8';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, startupWarnings } from './config.js';
 import { openDatabase } from './db/index.js';
+import { HeapGrowth } from './heap.js';
 import { openStorage } from './storage/index.js';
 
-/**
- * Between full collections V8 lets the heap grow up to four times what survived the last one. The
- * catalogue is most of what survives (about 350 MB at 100,000 addons), and every request leaves a
- * few KB behind, so the process would swell past 1.5 GB before collecting. A fixed growth of half
- * the live size keeps it near 1.5 times that, at the cost of more frequent (concurrent) full
- * collections. A `--heap-growing-percent` given in NODE_OPTIONS or on the command line wins.
- */
-const HEAP_GROWING_PERCENT = 50;
-
 async function main(): Promise<void> {
+  // The heap's growth follows its live size (see HeapGrowth), unless the command line or NODE_OPTIONS chose it.
   const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => arg.includes('heap-growing-percent'));
-  if (!given) v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+  const heapGrowth = given ? null : new HeapGrowth();
   const config = loadConfig();
   const database = await openDatabase(config.database);
   const storage = await openStorage(config.storage);
@@ -36,6 +28,7 @@ async function main(): Promise<void> {
       await app.close();
       await storage.close?.();
       await database.close();
+      heapGrowth?.stop();
       process.exit(0);
     } catch (err) {
       log.error({ err }, 'shutdown failed');
