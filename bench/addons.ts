@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { openDatabase } from '../src/db/index.js';
 import type { AddonRow, ReleaseRow, ScreenshotRow } from '../src/db/schema.js';
-import { api, type BenchTarget, type ScenarioProvider } from './lib.js';
+import { api, type BenchTarget, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
  * The addon catalogue: pages, searches, a detail and the full list (plain and compressed) of
@@ -159,17 +159,19 @@ const DOWNLOADS_PER_SECOND = 50;
 
 export const scenarios: ScenarioProvider = async (target) => {
   await seedCatalogue(target, COUNT);
-  // Downloads are counted in parallel with every catalogue scenario: a counter snapshot moves each
-  // second, so answers are re-rendered at most once a second as they would be in production.
+  // Downloads are counted in parallel with every catalogue scenario (and its baseline): a counter
+  // snapshot moves each second, so answers are re-rendered at most once a second as in production.
   const download = `${target.url}/api/download/bench-addon-7-r${RELEASES_PER_ADDON - 1}`;
-  const downloading = setInterval(() => {
-    void fetch(download, { redirect: 'manual' }).then((r) => r.body?.cancel(), () => undefined);
-  }, 1000 / DOWNLOADS_PER_SECOND);
-  target.cleanup(() => Promise.resolve(clearInterval(downloading)));
+  const background = () => {
+    const downloading = setInterval(() => {
+      void fetch(download, { redirect: 'manual' }).then((r) => r.body?.cancel(), () => undefined);
+    }, 1000 / DOWNLOADS_PER_SECOND);
+    return () => clearInterval(downloading);
+  };
   const search = (term: string, lang = 'zh', more = '') =>
     `/api/addons?search=${encodeURIComponent(term)}&lang=${lang}${more}`;
   const n = `(${COUNT}, ${DOWNLOADS_PER_SECOND} downloads/s)`;
-  return [
+  const scenarios: Scenario[] = [
     { name: `addons page ${n}`, path: '/api/addons?limit=20' },
     { name: `addons page by downloads ${n}`, path: '/api/addons?limit=20&sort=downloads' },
     { name: `addons search zh "施法" first page ${n}`, path: search('施法', 'zh', '&limit=20') },
@@ -192,4 +194,5 @@ export const scenarios: ScenarioProvider = async (target) => {
       connections: 4,
     },
   ];
+  return scenarios.map((scenario) => ({ ...scenario, background }));
 };

@@ -35,6 +35,8 @@ export interface Scenario {
   baseline?: Baseline;
   /** Large bodies: loaded with wrk (autocannon itself tops out far below what the servers send). */
   wrk?: boolean;
+  /** Load of its own kept up while this scenario (and its baseline) is measured; answers how to stop it. */
+  background?: () => () => void;
 }
 
 export interface Baseline {

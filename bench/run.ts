@@ -253,11 +253,13 @@ try {
     // The scenario compared against runs in the same rounds, interleaved, so both see the same machine.
     const other = scenarios.find((s) => s.name === scenario.against?.name);
     const others: Measure[] = [];
+    const stopBackground = scenario.background?.();
     for (let round = 0; round < rounds; round += 1) {
       bare.push(await measure(base.url, scenario, base.process));
       service.push(await measure(url, scenario, scenario.process === undefined ? server.child : scenario.process));
       if (other) others.push(await measure(server.url + other.path, other, server.child));
     }
+    stopBackground?.();
     const rps = median(service.map((m) => m.rps));
     const bareRps = median(bare.map((m) => m.rps));
     if (scenario.against && other) {
