@@ -164,7 +164,10 @@ export const scenarios: ScenarioProvider = async (target) => {
   const download = `${target.url}/api/download/bench-addon-7-r${RELEASES_PER_ADDON - 1}`;
   const background = () => {
     const downloading = setInterval(() => {
-      void fetch(download, { redirect: 'manual' }).then((r) => r.body?.cancel(), () => undefined);
+      void fetch(download, { redirect: 'manual' }).then(
+        (r) => r.body?.cancel(),
+        () => undefined,
+      );
     }, 1000 / DOWNLOADS_PER_SECOND);
     return () => clearInterval(downloading);
   };
@@ -177,7 +180,10 @@ export const scenarios: ScenarioProvider = async (target) => {
     { name: `addons search zh "施法" first page ${n}`, path: search('施法', 'zh', '&limit=20') },
     // Every hit at once: one addon in nine (about 21 MB at 100,000 addons).
     { name: `addons search zh "施法" all hits ${n}`, path: search('施法'), connections: 4 },
-    { name: `addons search en "cast bar" ranked page ${n}`, path: search('cast bar', 'en', '&sort=relevance&limit=20') },
+    {
+      name: `addons search en "cast bar" ranked page ${n}`,
+      path: search('cast bar', 'en', '&sort=relevance&limit=20'),
+    },
     { name: `addons search miss ${n}`, path: search('不存在的插件') },
     {
       name: `addons search new term each time ${n}`,

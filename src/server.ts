@@ -6,7 +6,9 @@ import { openStorage } from './storage/index.js';
 
 async function main(): Promise<void> {
   // The heap's growth follows its live size (see HeapGrowth), unless the command line or NODE_OPTIONS chose it.
-  const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => arg.includes('heap-growing-percent'));
+  const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) =>
+    arg.includes('heap-growing-percent'),
+  );
   const heapGrowth = given ? null : new HeapGrowth();
   const config = loadConfig();
   const database = await openDatabase(config.database);

@@ -37,7 +37,12 @@ async function release(version: string, file: { filePath: string }, extra: Recor
 
 beforeAll(async () => {
   t = await buildTestApp({ PUBLIC_BASE_URL: 'https://addons.example.test' });
-  const created = await admin(t, 'POST', '/api/addons', { slug: 'questie', name: '任务助手', nameEn: 'Questie', summary: '摘要' });
+  const created = await admin(t, 'POST', '/api/addons', {
+    slug: 'questie',
+    name: '任务助手',
+    nameEn: 'Questie',
+    summary: '摘要',
+  });
   addonId = created.json<{ id: string }>().id;
   for (const [i, content] of ['v1 bytes', 'v2 bytes', 'v3 bytes'].entries()) {
     files.push(await upload(t, `questie-${i}.zip`, content));

@@ -191,7 +191,11 @@ describe('keyset pages', () => {
       { k: 7, id: 'c' },
       { k: 3, id: 'd' },
     ];
-    const ordered = (list: typeof items) => ({ items: list, descending: true, position: (x: (typeof items)[0]) => ({ key: x.k, id: x.id }) });
+    const ordered = (list: typeof items) => ({
+      items: list,
+      descending: true,
+      position: (x: (typeof items)[0]) => ({ key: x.k, id: x.id }),
+    });
     const first = pageOf(ordered(items), { limit: 2, after: null });
     expect(first.items.map((x) => x.id)).toEqual(['a', 'b']);
     expect(first.next).toEqual({ key: 7, id: 'b' });
@@ -238,9 +242,21 @@ describe('compression of catalogue answers', () => {
   });
 
   it('assembles the gzip form of a large answer from the deflate segments of its parts', async () => {
-    const text = (n: number) => Buffer.from(JSON.stringify(Array.from({ length: n }, (_, i) => ({ i, s: `名字 ${i} `.repeat(i % 7) }))).slice(1, -1));
+    const text = (n: number) =>
+      Buffer.from(
+        JSON.stringify(Array.from({ length: n }, (_, i) => ({ i, s: `名字 ${i} `.repeat(i % 7) }))).slice(1, -1),
+      );
     const shared = text(3000);
-    const parts = [Buffer.from('['), shared, Buffer.from(','), Buffer.alloc(0), text(10), Buffer.from(','), text(700), Buffer.from(']')];
+    const parts = [
+      Buffer.from('['),
+      shared,
+      Buffer.from(','),
+      Buffer.alloc(0),
+      text(10),
+      Buffer.from(','),
+      text(700),
+      Buffer.from(']'),
+    ];
     const inParts = new RenderedJson(parts, {}, { etag: 'W/"x"', signature: 's' });
     expect(inParts.encodings).toEqual(['gzip']);
     const gz = Buffer.concat(await inParts.gzipParts());
@@ -318,7 +334,11 @@ describe('a large list (over 8 MiB), kept in blocks and streamed', () => {
       updatedAt: at,
       counterSeq: 0,
     }));
-    for (let i = 0; i < rows.length; i += 50) await big.database.db.insertInto('addons').values(rows.slice(i, i + 50)).execute();
+    for (let i = 0; i < rows.length; i += 50)
+      await big.database.db
+        .insertInto('addons')
+        .values(rows.slice(i, i + 50))
+        .execute();
     // A write through the API: the catalogue reloads with these rows.
     await admin(big, 'POST', '/api/addons', { slug: 'big-marker', name: '标记', summary: '摘要' });
   });
@@ -429,7 +449,9 @@ describe('whole-list blocks', () => {
     expect(Buffer.concat(lists.parts('all', swapped, r)).toString()).toBe(JSON.stringify(swapped));
     expect(r.rendered).toBe(600 + 2 * BLOCK_SIZE);
     // A shorter list keeps nothing stale.
-    expect(Buffer.concat(lists.parts('all', changed.slice(0, 10), r)).toString()).toBe(JSON.stringify(changed.slice(0, 10)));
+    expect(Buffer.concat(lists.parts('all', changed.slice(0, 10), r)).toString()).toBe(
+      JSON.stringify(changed.slice(0, 10)),
+    );
     expect(Buffer.concat(lists.parts('empty', [], r)).toString()).toBe('[]');
   });
 
@@ -455,7 +477,10 @@ describe('counter snapshots', () => {
     const loaded = Counters.of(5);
     expect(loaded.version).toBe(5);
     expect(loaded.total('a', 3)).toBe(3);
-    const next = loaded.after(7, { totals: [{ id: 'a', totalDownloads: 4 }], releases: [{ id: 'r', downloadCount: 2 }] });
+    const next = loaded.after(7, {
+      totals: [{ id: 'a', totalDownloads: 4 }],
+      releases: [{ id: 'r', downloadCount: 2 }],
+    });
     expect(next.version).toBe(7);
     expect([next.total('a', 3), next.releaseCount('r', 1), next.total('b', 9)]).toEqual([4, 2, 9]);
     expect([loaded.total('a', 3), loaded.releaseCount('r', 1)]).toEqual([3, 1]);
@@ -465,7 +490,10 @@ describe('counter snapshots', () => {
     let counters = Counters.of(0);
     const held: Counters[] = [];
     for (let round = 1; round <= 5; round += 1) {
-      const totals = Array.from({ length: 1_500 }, (_, i) => ({ id: `a${(i * round) % 3_000}`, totalDownloads: round * 10_000 + i }));
+      const totals = Array.from({ length: 1_500 }, (_, i) => ({
+        id: `a${(i * round) % 3_000}`,
+        totalDownloads: round * 10_000 + i,
+      }));
       counters = counters.after(round, { totals, releases: [] });
       held.push(counters);
     }
@@ -484,7 +512,10 @@ describe('counter snapshots', () => {
 
 describe('the order by downloads', () => {
   it('is reordered after counts change exactly as a full sort would order it', () => {
-    const entries = Array.from({ length: 2_000 }, (_, i) => ({ addon: { id: `a${String((i * 7919) % 2_000).padStart(4, '0')}` } }) as unknown as CatalogueEntry);
+    const entries = Array.from(
+      { length: 2_000 },
+      (_, i) => ({ addon: { id: `a${String((i * 7919) % 2_000).padStart(4, '0')}` } }) as unknown as CatalogueEntry,
+    );
     const counts = new Map(entries.map((e, i) => [e.addon.id, (i * 31) % 50]));
     const key = (e: CatalogueEntry) => counts.get(e.addon.id) ?? 0;
     let held = sortedBy(entries, key, true);
@@ -499,6 +530,8 @@ describe('the order by downloads', () => {
       expect(held.items.map((e) => e.addon.id)).toEqual(full.items.map((e) => e.addon.id));
       expect(held.keys).toEqual(full.keys);
     }
-    expect(sortedBy(entries, (e) => e.addon.id, false).items.map((e) => e.addon.id)).toEqual(entries.map((e) => e.addon.id).sort());
+    expect(sortedBy(entries, (e) => e.addon.id, false).items.map((e) => e.addon.id)).toEqual(
+      entries.map((e) => e.addon.id).sort(),
+    );
   });
 });

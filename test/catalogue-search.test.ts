@@ -12,7 +12,23 @@ function generator(seed: number) {
   };
 }
 
-const SYLLABLES = ['地图', '任务', '助手', '插件', '背包', '战斗', '统计', 'quest', 'map', 'bag', 'ui', 'Atlas', 'ＢＡＧ', 'loot', 'x'];
+const SYLLABLES = [
+  '地图',
+  '任务',
+  '助手',
+  '插件',
+  '背包',
+  '战斗',
+  '统计',
+  'quest',
+  'map',
+  'bag',
+  'ui',
+  'Atlas',
+  'ＢＡＧ',
+  'loot',
+  'x',
+];
 
 describe('BigramIndex', () => {
   it('finds exactly what a scan with includes finds, in Chinese and English, for 1- to many-character terms', () => {
@@ -34,7 +50,9 @@ describe('BigramIndex', () => {
       '不存在',
       'questmap',
       'p地',
-      ...Array.from({ length: 200 }, () => `${pick()}${random() < 0.3 ? pick() : ''}`.slice(0, 1 + Math.floor(random() * 6))),
+      ...Array.from({ length: 200 }, () =>
+        `${pick()}${random() < 0.3 ? pick() : ''}`.slice(0, 1 + Math.floor(random() * 6)),
+      ),
     ];
     for (const query of queries) {
       const terms = searchTerms(query);
@@ -85,7 +103,11 @@ describe('search over the API', () => {
 
   it('keeps the contract order for a search, and ranks by relevance only when asked', async () => {
     expect(await slugs(`search=${encodeURIComponent('任务')}`)).toEqual(['map-quest', 'questie', 'quest']);
-    expect(await slugs(`search=${encodeURIComponent('任务')}&sort=relevance`)).toEqual(['quest', 'questie', 'map-quest']);
+    expect(await slugs(`search=${encodeURIComponent('任务')}&sort=relevance`)).toEqual([
+      'quest',
+      'questie',
+      'map-quest',
+    ]);
     expect(await slugs('search=quest&sort=relevance')).toEqual(['quest', 'questie', 'map-quest']);
     expect(await slugs('search=quest')).toEqual(['map-quest', 'questie', 'quest']);
     // Without search every score is 0: the contract's order.
@@ -102,7 +124,12 @@ describe('search over the API', () => {
 
   it('finds an addon created after the index was built, and no longer one deleted', async () => {
     expect(await slugs('search=loot')).toEqual([]);
-    const created = await admin(t, 'POST', '/api/addons', { slug: 'loot', name: '拾取', nameEn: 'Loot', summary: '摘要' });
+    const created = await admin(t, 'POST', '/api/addons', {
+      slug: 'loot',
+      name: '拾取',
+      nameEn: 'Loot',
+      summary: '摘要',
+    });
     expect(await slugs('search=loot')).toEqual(['loot']);
     expect(await slugs(`search=${encodeURIComponent('拾取')}`)).toEqual(['loot']);
     await admin(t, 'DELETE', `/api/addons/${created.json<{ id: string }>().id}`);

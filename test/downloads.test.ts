@@ -189,7 +189,9 @@ describe('group commit of counters', () => {
 
   it('fails the downloads of a batch whose commit fails, and counts none of them', async () => {
     const v = await createVersion(t, packageId, { version: '21', versionCode: 21, filePath: file.filePath });
-    const a = (await admin(t, 'POST', '/api/addons', { slug: 'poisoned', name: '毒', summary: '摘要' })).json<{ id: string }>();
+    const a = (await admin(t, 'POST', '/api/addons', { slug: 'poisoned', name: '毒', summary: '摘要' })).json<{
+      id: string;
+    }>();
     // The batch's last statement (the addon's total) fails: the statements before it are undone.
     const trigger =
       t.app.ctx.engine === 'postgres'
@@ -211,7 +213,9 @@ describe('group commit of counters', () => {
       await counter.version(v.id, false);
       expect(await counters(v.id)).toEqual({ total: 1, launcher: 0 });
     } finally {
-      await sql`drop trigger poisoned${sql.raw(t.app.ctx.engine === 'postgres' ? ' on addons' : '')}`.execute(t.database.db);
+      await sql`drop trigger poisoned${sql.raw(t.app.ctx.engine === 'postgres' ? ' on addons' : '')}`.execute(
+        t.database.db,
+      );
       if (t.app.ctx.engine === 'postgres') await sql`drop function poisoned`.execute(t.database.db);
     }
   });
@@ -260,8 +264,14 @@ describe('downloads of a version whose file field changed', () => {
     const kept = await admin(t, 'PUT', `/api/software/versions/${told.id}`, { forceUpdate: true });
     expect(kept.json()).toMatchObject({ fileSize: 42, sha256 });
 
-    const addon = (await admin(t, 'POST', '/api/addons', { slug: 'dl-link', name: '链接', summary: '摘要' })).json<{ id: string }>();
-    const release = await admin(t, 'POST', '/api/releases', { addonId: addon.id, version: '1', filePath: file.filePath });
+    const addon = (await admin(t, 'POST', '/api/addons', { slug: 'dl-link', name: '链接', summary: '摘要' })).json<{
+      id: string;
+    }>();
+    const release = await admin(t, 'POST', '/api/releases', {
+      addonId: addon.id,
+      version: '1',
+      filePath: file.filePath,
+    });
     expect(release.json()).toMatchObject({ sha256: file.sha256, fileSize: content.length });
     const linked = await admin(t, 'PUT', `/api/releases/${release.json<{ id: string }>().id}`, link);
     expect(linked.json()).toMatchObject({ downloadType: 'url', fileSize: 0, sha256: null });

@@ -16,23 +16,59 @@ beforeAll(async () => {
     ['first', '第一篇', 'First'],
     ['second', '第二篇 <script>alert(1)</script> & ]]>', 'Second <b>&amp;</b> ]]>'],
   ] as const) {
-    const res = await admin(t, 'POST', '/api/articles', { slug, titleZh: zh, titleEn: en, summaryZh: `${zh}摘要`, contentZh: '正文' });
+    const res = await admin(t, 'POST', '/api/articles', {
+      slug,
+      titleZh: zh,
+      titleEn: en,
+      summaryZh: `${zh}摘要`,
+      contentZh: '正文',
+    });
     expect(res.statusCode, res.body).toBe(201);
   }
   const future = new Date(Date.now() + 3_600_000).toISOString();
   await admin(t, 'POST', '/api/articles', { slug: 'later', titleZh: '以后', contentZh: '正文', publishAt: future });
   await admin(t, 'POST', '/api/articles', { slug: 'draft', titleZh: '草稿', contentZh: '正文', published: false });
 
-  const addon = (await admin(t, 'POST', '/api/addons', { slug: 'atlas', name: '地图', nameEn: 'Atlas', summary: '摘要' })).json<{ id: string }>();
+  const addon = (
+    await admin(t, 'POST', '/api/addons', { slug: 'atlas', name: '地图', nameEn: 'Atlas', summary: '摘要' })
+  ).json<{ id: string }>();
   for (const version of ['1.0', '1.1']) {
-    await admin(t, 'POST', '/api/releases', { addonId: addon.id, version, changelog: `改动 ${version}`, downloadType: 'url', externalUrl: 'https://cdn.example.test/a.zip' });
+    await admin(t, 'POST', '/api/releases', {
+      addonId: addon.id,
+      version,
+      changelog: `改动 ${version}`,
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/a.zip',
+    });
   }
-  await admin(t, 'POST', '/api/releases', { addonId: addon.id, version: '2.0', downloadType: 'url', externalUrl: 'https://cdn.example.test/a.zip', publishAt: future });
+  await admin(t, 'POST', '/api/releases', {
+    addonId: addon.id,
+    version: '2.0',
+    downloadType: 'url',
+    externalUrl: 'https://cdn.example.test/a.zip',
+    publishAt: future,
+  });
 
   const pkg = await createPackage(t, { slug: 'feedy-launcher', name: '启动器', nameEn: 'Launcher' });
-  await createVersion(t, pkg.id, { version: '1.0.0', versionCode: 1, externalUrl: 'https://cdn.example.test/l1.exe', downloadType: 'url' });
-  await createVersion(t, pkg.id, { version: '1.1.0', versionCode: 2, externalUrl: 'https://cdn.example.test/l2.exe', downloadType: 'url', rolloutPercent: 10 });
-  const revoked = await createVersion(t, pkg.id, { version: '1.0.1', versionCode: 3, externalUrl: 'https://cdn.example.test/l3.exe', downloadType: 'url' });
+  await createVersion(t, pkg.id, {
+    version: '1.0.0',
+    versionCode: 1,
+    externalUrl: 'https://cdn.example.test/l1.exe',
+    downloadType: 'url',
+  });
+  await createVersion(t, pkg.id, {
+    version: '1.1.0',
+    versionCode: 2,
+    externalUrl: 'https://cdn.example.test/l2.exe',
+    downloadType: 'url',
+    rolloutPercent: 10,
+  });
+  const revoked = await createVersion(t, pkg.id, {
+    version: '1.0.1',
+    versionCode: 3,
+    externalUrl: 'https://cdn.example.test/l3.exe',
+    downloadType: 'url',
+  });
   expect((await admin(t, 'POST', `/api/software/versions/${revoked.id}/revoke`)).statusCode).toBe(200);
 });
 afterAll(() => t.close());
@@ -58,10 +94,15 @@ describe('article feeds', () => {
     const etag = String(res.headers.etag);
     const modified = String(res.headers['last-modified']);
     expect((await t.inject({ url: '/feeds/articles.atom', headers: { 'if-none-match': etag } })).statusCode).toBe(304);
-    expect((await t.inject({ url: '/feeds/articles.atom', headers: { 'if-modified-since': modified } })).statusCode).toBe(304);
-    expect((await t.inject({ url: '/feeds/articles.atom', headers: { 'if-none-match': '"other"' } })).statusCode).toBe(200);
     expect(
-      (await t.inject({ url: '/feeds/articles.atom', headers: { 'if-modified-since': new Date(0).toUTCString() } })).statusCode,
+      (await t.inject({ url: '/feeds/articles.atom', headers: { 'if-modified-since': modified } })).statusCode,
+    ).toBe(304);
+    expect((await t.inject({ url: '/feeds/articles.atom', headers: { 'if-none-match': '"other"' } })).statusCode).toBe(
+      200,
+    );
+    expect(
+      (await t.inject({ url: '/feeds/articles.atom', headers: { 'if-modified-since': new Date(0).toUTCString() } }))
+        .statusCode,
     ).toBe(200);
     await admin(t, 'POST', '/api/articles', { slug: 'third', titleZh: '第三篇', contentZh: '正文' });
     const after = await feed('/feeds/articles.atom');

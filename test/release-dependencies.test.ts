@@ -38,12 +38,18 @@ describe('release dependencies', () => {
     expect(release.dependencies).toEqual(expected);
     const detail = (await t.inject('/api/addons/main-addon')).json<{ releases: { dependencies: unknown }[] }>();
     expect(detail.releases[0]?.dependencies).toEqual(expected);
-    const listed = (await t.inject('/api/addons?search=main-addon')).json<{ releases: { dependencies: unknown }[] }[]>();
+    const listed = (await t.inject('/api/addons?search=main-addon')).json<
+      { releases: { dependencies: unknown }[] }[]
+    >();
     expect(listed[0]?.releases[0]?.dependencies).toEqual(expected);
     const releases = (await t.inject(`/api/releases?addonId=${addonId}`)).json<{ dependencies: unknown }[]>();
     expect(releases[0]?.dependencies).toEqual(expected);
     const updates = (
-      await t.inject({ method: 'POST', url: '/api/addons/updates', payload: { installed: [{ slug: 'main-addon', version: '0.9' }] } })
+      await t.inject({
+        method: 'POST',
+        url: '/api/addons/updates',
+        payload: { installed: [{ slug: 'main-addon', version: '0.9' }] },
+      })
     ).json<{ results: { latest: { dependencies: unknown } }[] }>();
     expect(updates.results[0]?.latest.dependencies).toEqual(expected);
 
@@ -52,7 +58,9 @@ describe('release dependencies', () => {
     expect(cleared.json<{ dependencies: unknown }>().dependencies).toEqual([]);
     await admin(t, 'PUT', `/api/releases/${release.id}`, { dependencies: [{ slug: 'ace3' }] });
     const kept = await admin(t, 'PUT', `/api/releases/${release.id}`, { changelog: '改动' });
-    expect(kept.json<{ dependencies: unknown }>().dependencies).toEqual([{ slug: 'ace3', minVersion: null, optional: false }]);
+    expect(kept.json<{ dependencies: unknown }>().dependencies).toEqual([
+      { slug: 'ace3', minVersion: null, optional: false },
+    ]);
   });
 
   it('shows an empty list for a release without dependencies', async () => {

@@ -288,9 +288,11 @@ describe('Ed25519 over a body in parts', () => {
     for (let trial = 0; trial < 6; trial += 1) {
       const { privateKey } = generateKeyPairSync('ed25519');
       const body = randomBytes([0, 1, 100, 5_000, 300_000, 9 * 1024 * 1024][trial] as number);
-      const cuts = [0, ...Array.from({ length: trial * 3 }, () => Math.floor(Math.random() * (body.length + 1))), body.length].sort(
-        (a, b) => a - b,
-      );
+      const cuts = [
+        0,
+        ...Array.from({ length: trial * 3 }, () => Math.floor(Math.random() * (body.length + 1))),
+        body.length,
+      ].sort((a, b) => a - b);
       const parts = cuts.slice(1).map((end, i) => body.subarray(cuts[i], end));
       expect(Buffer.concat(parts).equals(body)).toBe(true);
       const expected = sign(null, body, privateKey);

@@ -3,7 +3,15 @@ import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { App } from '../src/app.js';
 import { backoff } from '../src/modules/webhooks/worker.js';
-import { admin, buildSecondApp, buildTestApp, createPackage, createVersion, login, type TestApp } from './helpers/app.js';
+import {
+  admin,
+  buildSecondApp,
+  buildTestApp,
+  createPackage,
+  createVersion,
+  login,
+  type TestApp,
+} from './helpers/app.js';
 
 /** Fast delivery settings: polls every 20 ms, gives up an attempt after 300 ms, retries after 50 ms. */
 const ENV = { WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '300', WEBHOOK_BACKOFF_MS: '50', WEBHOOK_MAX_ATTEMPTS: '4' };
@@ -98,7 +106,10 @@ describe('webhook registration', () => {
     expect(listed).toHaveLength(1);
     expect(listed[0]).not.toHaveProperty('secret');
     expect(listed[0]).toMatchObject({ url: `${receiver.url}/ok`, format: 'json', enabled: true });
-    const changed = await admin(t, 'PUT', `/api/admin/webhooks/${created.id}`, { enabled: false, events: ['addon.created'] });
+    const changed = await admin(t, 'PUT', `/api/admin/webhooks/${created.id}`, {
+      enabled: false,
+      events: ['addon.created'],
+    });
     expect(changed.json()).toMatchObject({ enabled: false, events: ['addon.created'] });
     expect(changed.json()).not.toHaveProperty('secret');
     const rotated = await admin(t, 'PUT', `/api/admin/webhooks/${created.id}`, { rotateSecret: true });
@@ -123,7 +134,10 @@ describe('webhook registration', () => {
   });
 
   it('is for owners only', async () => {
-    expect((await admin(t, 'POST', '/api/admin/users', { username: 'pub', password: 'publisher-1', role: 'publisher' })).statusCode).toBe(201);
+    expect(
+      (await admin(t, 'POST', '/api/admin/users', { username: 'pub', password: 'publisher-1', role: 'publisher' }))
+        .statusCode,
+    ).toBe(201);
     const cookie = await login(t.app, 'pub', 'publisher-1');
     const res = await t.inject({ url: '/api/admin/webhooks', headers: { cookie } });
     expect(res.statusCode).toBe(403);
@@ -141,16 +155,36 @@ describe('delivery', () => {
       'version.rollout_changed',
       'version.revoked',
     ]);
-    const addon = (await admin(t, 'POST', '/api/addons', { slug: 'hooked', name: '钩子', nameEn: 'Hooked', summary: '摘要' })).json<{ id: string }>();
-    await admin(t, 'POST', '/api/releases', { addonId: addon.id, version: '1.0', downloadType: 'url', externalUrl: 'https://cdn.example.test/h.zip' });
+    const addon = (
+      await admin(t, 'POST', '/api/addons', { slug: 'hooked', name: '钩子', nameEn: 'Hooked', summary: '摘要' })
+    ).json<{ id: string }>();
+    await admin(t, 'POST', '/api/releases', {
+      addonId: addon.id,
+      version: '1.0',
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/h.zip',
+    });
     await admin(t, 'POST', '/api/articles', { slug: 'hooked-news', title: '新闻', titleEn: 'News' });
     await admin(t, 'POST', '/api/articles', { slug: 'hooked-draft', title: '草稿', published: false });
     const pkg = await createPackage(t, { slug: 'hooked-app', name: '应用', nameEn: 'App' });
-    const v = await createVersion(t, pkg.id, { version: '2.0', versionCode: 2, downloadType: 'url', externalUrl: 'https://cdn.example.test/a.exe', rolloutPercent: 10 });
+    const v = await createVersion(t, pkg.id, {
+      version: '2.0',
+      versionCode: 2,
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/a.exe',
+      rolloutPercent: 10,
+    });
     await admin(t, 'PUT', `/api/software/versions/${v.id}`, { rolloutPercent: 50 });
     await admin(t, 'POST', `/api/software/versions/${v.id}/revoke`);
     // Deliveries due together are sent in parallel: they may arrive in any order (receivers order by occurredAt).
-    const expected = ['addon.created', 'article.published', 'release.published', 'version.published', 'version.revoked', 'version.rollout_changed'];
+    const expected = [
+      'addon.created',
+      'article.published',
+      'release.published',
+      'version.published',
+      'version.revoked',
+      'version.rollout_changed',
+    ];
     const events = () => receiver.at('/ok').map((r) => String(r.headers['x-webhook-event']));
     await vi.waitFor(() => expect(events().sort()).toEqual(expected), { timeout: 3000 });
 
@@ -159,12 +193,19 @@ describe('delivery', () => {
       const mac = createHmac('sha256', hook.secret).update(`${timestamp}.${r.body}`).digest('hex');
       expect(r.headers['x-webhook-signature']).toBe(`sha256=${mac}`);
       expect(Math.abs(Number(timestamp) - Date.now() / 1000)).toBeLessThan(60);
-      const body = JSON.parse(r.body) as { id: string; event: string; occurredAt: string; data: Record<string, unknown> };
+      const body = JSON.parse(r.body) as {
+        id: string;
+        event: string;
+        occurredAt: string;
+        data: Record<string, unknown>;
+      };
       expect(body.event).toBe(r.headers['x-webhook-event']);
       expect(body.id).toEqual(expect.any(String));
       expect(Date.parse(body.occurredAt)).not.toBeNaN();
     }
-    const bodies = receiver.at('/ok').map((r) => JSON.parse(r.body) as { event: string; occurredAt: string; data: Record<string, unknown> });
+    const bodies = receiver
+      .at('/ok')
+      .map((r) => JSON.parse(r.body) as { event: string; occurredAt: string; data: Record<string, unknown> });
     const byOccurrence = [...bodies].sort((a, b) => a.occurredAt.localeCompare(b.occurredAt)).map((b) => b.event);
     expect(byOccurrence.indexOf('version.published')).toBeLessThan(byOccurrence.indexOf('version.rollout_changed'));
     expect(byOccurrence.indexOf('version.rollout_changed')).toBeLessThan(byOccurrence.indexOf('version.revoked'));
@@ -179,9 +220,17 @@ describe('delivery', () => {
 
   it('formats Discord embeds', async () => {
     await register('/discord', ['addon.created'], 'discord');
-    await admin(t, 'POST', '/api/addons', { slug: 'for-discord', name: '频道', nameEn: 'Channel', summary: '摘要', summaryEn: 'For the channel' });
+    await admin(t, 'POST', '/api/addons', {
+      slug: 'for-discord',
+      name: '频道',
+      nameEn: 'Channel',
+      summary: '摘要',
+      summaryEn: 'For the channel',
+    });
     await vi.waitFor(() => expect(receiver.at('/discord')).toHaveLength(1), { timeout: 3000 });
-    const body = JSON.parse(receiver.at('/discord')[0]?.body ?? '{}') as { embeds: { title: string; description: string }[] };
+    const body = JSON.parse(receiver.at('/discord')[0]?.body ?? '{}') as {
+      embeds: { title: string; description: string }[];
+    };
     expect(body.embeds[0]).toMatchObject({ title: 'addon.created: Channel', description: 'For the channel' });
   });
 
@@ -212,7 +261,9 @@ describe('delivery', () => {
     await admin(t, 'POST', '/api/addons', { slug: 'hang-test', name: '挂起', summary: '摘要' });
     await vi.waitFor(() => expect(receiver.at('/ok-too')).toHaveLength(1), { timeout: 3000 });
     expect(Date.now() - started).toBeLessThan(1500);
-    await vi.waitFor(async () => expect((await deliveries(hanging.id))[0]?.log.length).toBeGreaterThanOrEqual(2), { timeout: 5000 });
+    await vi.waitFor(async () => expect((await deliveries(hanging.id))[0]?.log.length).toBeGreaterThanOrEqual(2), {
+      timeout: 5000,
+    });
     expect((await deliveries(hanging.id))[0]?.log[0]?.error).toMatch(/no answer within 300 ms/);
   });
 
@@ -223,7 +274,12 @@ describe('delivery', () => {
     // Events go to the webhooks enabled when they go out (within a poll or two).
     await new Promise((resolve) => setTimeout(resolve, 300));
     await admin(t, 'PUT', `/api/admin/webhooks/${hook.id}`, { enabled: true });
-    const missing = await admin(t, 'POST', '/api/releases', { addonId: 'no-such-addon', version: '1', downloadType: 'url', externalUrl: 'https://x.test/a' });
+    const missing = await admin(t, 'POST', '/api/releases', {
+      addonId: 'no-such-addon',
+      version: '1',
+      downloadType: 'url',
+      externalUrl: 'https://x.test/a',
+    });
     expect(missing.statusCode).toBe(404);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(receiver.at('/ok-quiet')).toHaveLength(0);
@@ -232,13 +288,25 @@ describe('delivery', () => {
 
   it('sends a scheduled publication when it is due, and not one rescheduled or deleted before', async () => {
     await register('/scheduled', ['release.published', 'article.published']);
-    const addon = (await admin(t, 'POST', '/api/addons', { slug: 'scheduled-addon', name: '定时', summary: '摘要' })).json<{ id: string }>();
+    const addon = (
+      await admin(t, 'POST', '/api/addons', { slug: 'scheduled-addon', name: '定时', summary: '摘要' })
+    ).json<{ id: string }>();
     const soon = () => new Date(Date.now() + 1200).toISOString();
     const release = (
-      await admin(t, 'POST', '/api/releases', { addonId: addon.id, version: '3.0', downloadType: 'url', externalUrl: 'https://x.test/s', publishAt: soon() })
+      await admin(t, 'POST', '/api/releases', {
+        addonId: addon.id,
+        version: '3.0',
+        downloadType: 'url',
+        externalUrl: 'https://x.test/s',
+        publishAt: soon(),
+      })
     ).json<{ id: string }>();
-    const moved = (await admin(t, 'POST', '/api/articles', { slug: 'moved', title: '改期', publishAt: soon() })).json<{ id: string }>();
-    const dropped = (await admin(t, 'POST', '/api/articles', { slug: 'dropped', title: '删除', publishAt: soon() })).json<{ id: string }>();
+    const moved = (await admin(t, 'POST', '/api/articles', { slug: 'moved', title: '改期', publishAt: soon() })).json<{
+      id: string;
+    }>();
+    const dropped = (
+      await admin(t, 'POST', '/api/articles', { slug: 'dropped', title: '删除', publishAt: soon() })
+    ).json<{ id: string }>();
     const later = new Date(Date.now() + 1_800_000).toISOString();
     await admin(t, 'PUT', `/api/articles/${moved.id}`, { publishAt: later });
     await admin(t, 'DELETE', `/api/articles/${dropped.id}`);
@@ -254,7 +322,12 @@ describe('delivery', () => {
     const hook = await register('/button', ['addon.created']);
     const res = await admin(t, 'POST', `/api/admin/webhooks/${hook.id}/test`);
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ event: 'webhook.test', status: 'delivered', attempts: 1, log: [{ statusCode: 200 }] });
+    expect(res.json()).toMatchObject({
+      event: 'webhook.test',
+      status: 'delivered',
+      attempts: 1,
+      log: [{ statusCode: 200 }],
+    });
     expect(receiver.at('/button').map((r) => r.headers['x-webhook-event'])).toEqual(['webhook.test']);
   });
 });
@@ -270,7 +343,8 @@ describe('several instances and restarts', () => {
     other.ctx.webhooks.start(() => undefined);
     try {
       await register('/pair', ['addon.created']);
-      for (let i = 0; i < 12; i += 1) await admin(t, 'POST', '/api/addons', { slug: `pair-${i}`, name: `对${i}`, summary: '摘要' });
+      for (let i = 0; i < 12; i += 1)
+        await admin(t, 'POST', '/api/addons', { slug: `pair-${i}`, name: `对${i}`, summary: '摘要' });
       await vi.waitFor(() => expect(receiver.at('/pair')).toHaveLength(12), { timeout: 5000 });
       await new Promise((resolve) => setTimeout(resolve, 300));
       const ids = receiver.at('/pair').map((r) => r.headers['x-webhook-id']);
@@ -308,13 +382,34 @@ describe('retention', () => {
     const at = new Date().toISOString();
     await t.database.db
       .insertInto('webhookEvents')
-      .values({ id: 'still-pending', event: 'addon.created', subjectId: 'x', data: '{}', occurredAt: at, dueMs: Date.now(), scheduledFor: null, fannedOut: 1, webhookId: null })
+      .values({
+        id: 'still-pending',
+        event: 'addon.created',
+        subjectId: 'x',
+        data: '{}',
+        occurredAt: at,
+        dueMs: Date.now(),
+        scheduledFor: null,
+        fannedOut: 1,
+        webhookId: null,
+      })
       .execute();
     await t.database.db
       .insertInto('webhookDeliveries')
-      .values({ id: 'still-pending', webhookId: hook.id, eventId: 'still-pending', status: 'pending', nextAttemptMs: Date.now() + 86_400_000 * 365, createdAt: at, lastStatus: null, lastError: null, deliveredAt: null })
+      .values({
+        id: 'still-pending',
+        webhookId: hook.id,
+        eventId: 'still-pending',
+        status: 'pending',
+        nextAttemptMs: Date.now() + 86_400_000 * 365,
+        createdAt: at,
+        lastStatus: null,
+        lastError: null,
+        deliveredAt: null,
+      })
       .execute();
-    const events = async () => (await t.database.db.selectFrom('webhookEvents').select('id').execute()).map((e) => e.id);
+    const events = async () =>
+      (await t.database.db.selectFrom('webhookEvents').select('id').execute()).map((e) => e.id);
     const before = await events();
     await t.app.ctx.webhooks.prune(Date.now() + 29 * 86_400_000);
     expect(await events()).toEqual(before);

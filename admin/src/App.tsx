@@ -1,4 +1,16 @@
-import { AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, SegmentedControl, Text, Title } from '@mantine/core';
+import {
+  AppShell,
+  Badge,
+  Burger,
+  Button,
+  Center,
+  Group,
+  Loader,
+  NavLink,
+  SegmentedControl,
+  Text,
+  Title,
+} from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect } from 'react';
@@ -56,7 +68,17 @@ const NAV: { to: string; label: MessageKey; ownersOnly?: true }[] = [
   { to: '/webhooks', label: 'webhooks', ownersOnly: true },
 ];
 
-function NavItem({ to, label, active, onNavigate }: { to: string; label: string; active: boolean; onNavigate: () => void }) {
+function NavItem({
+  to,
+  label,
+  active,
+  onNavigate,
+}: {
+  to: string;
+  label: string;
+  active: boolean;
+  onNavigate: () => void;
+}) {
   const link = useLink(to);
   return (
     <NavLink
@@ -157,7 +179,11 @@ export function App() {
       });
   };
   return (
-    <AppShell header={{ height: 56 }} navbar={{ width: 220, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
+    <AppShell
+      header={{ height: 56 }}
+      navbar={{ width: 220, breakpoint: 'sm', collapsed: { mobile: !opened } }}
+      padding="md"
+    >
       <AppShell.Header>
         <Group h="100%" px="md" justify="space-between">
           <Group>

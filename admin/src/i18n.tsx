@@ -165,7 +165,8 @@ const en = {
   signingKeysHint:
     'Launchers verify the X-Signature of update answers with these public keys. After a rotation the retired key keeps signing alongside the new one for the overlap period, and the new key is endorsed by the old one, so launchers that pinned the old key can follow.',
   rotateKey: 'Rotate key',
-  confirmRotate: 'Create a new signing key? The current key is retired: it keeps signing during the overlap period and endorses the new key.',
+  confirmRotate:
+    'Create a new signing key? The current key is retired: it keeps signing during the overlap period and endorses the new key.',
   keyRotated: 'New signing key created',
   keyId: 'Key',
   fingerprint: 'Fingerprint (SHA-256 of the public key)',
@@ -199,7 +200,8 @@ const en = {
   devicesOverTime: 'Devices on this and the previous version',
   publishedAt: 'Published {time}',
   autoHalt: 'Halt automatically',
-  autoHaltHint: 'The service sets the rollout to 0% once enough devices are counted and too many of them went quiet after updating.',
+  autoHaltHint:
+    'The service sets the rollout to 0% once enough devices are counted and too many of them went quiet after updating.',
   maxQuietRate: 'Quiet after update above',
   minDevices: 'Devices counted at least',
   webhooks: 'Webhooks',
@@ -225,7 +227,8 @@ const en = {
   webhookSecret: 'secret',
   webhookSendTest: 'Send test',
   webhookRotateSecret: 'New secret',
-  confirmRotateWebhookSecret: 'Make a new secret? The receiver must be given it: signatures with the old one stop at once.',
+  confirmRotateWebhookSecret:
+    'Make a new secret? The receiver must be given it: signatures with the old one stop at once.',
   confirmDeleteWebhook: 'Delete the webhook to {url} and its delivery log?',
   webhookTestDelivered: 'Test delivered (HTTP {status})',
   webhookTestFailed: 'Test failed: {error}',
@@ -237,7 +240,8 @@ const en = {
   remove: 'Remove',
   needs: 'Needs',
   team: 'Team',
-  teamIntro: 'Owners manage accounts and signing keys; publishers ship software and addons; editors write articles, banners and the gallery. Everyone may read and upload.',
+  teamIntro:
+    'Owners manage accounts and signing keys; publishers ship software and addons; editors write articles, banners and the gallery. Everyone may read and upload.',
   role: 'Role',
   roleOwner: 'Owner',
   rolePublisher: 'Publisher',
@@ -251,7 +255,8 @@ const en = {
   you: 'you',
   disableAccount: 'Disable',
   enableAccount: 'Enable',
-  confirmDisableAccount: 'Disable “{name}”? Their sessions end at once and their API tokens stop working until the account is enabled again.',
+  confirmDisableAccount:
+    'Disable “{name}”? Their sessions end at once and their API tokens stop working until the account is enabled again.',
   confirmEnableAccount: 'Enable “{name}” again? They can log in and their API tokens work again.',
   resetPassword: 'Reset password',
   resetPasswordNote: 'Their sessions end; tell them the new password in person and ask them to change it.',
@@ -260,7 +265,8 @@ const en = {
   totpTitle: 'Two-factor authentication',
   totpOn: 'On',
   totpOff: 'Off',
-  totpIntro: 'Logging in then also needs a code from an authenticator app (Google Authenticator, Microsoft Authenticator, 1Password…).',
+  totpIntro:
+    'Logging in then also needs a code from an authenticator app (Google Authenticator, Microsoft Authenticator, 1Password…).',
   totpEnroll: 'Set up two-factor authentication',
   totpScan: 'Scan this QR code with the authenticator app, or type this key into it:',
   totpCode: '6-digit code shown by the app',
@@ -270,10 +276,12 @@ const en = {
   totpDisable: 'Turn off two-factor authentication',
   totpDisableHint: 'Your password, to turn it off',
   recoveryTitle: 'Recovery codes: shown only once',
-  recoveryNote: 'Keep them somewhere safe now: they will not be shown again. Each logs in once, in place of a code, if the app is lost.',
+  recoveryNote:
+    'Keep them somewhere safe now: they will not be shown again. Each logs in once, in place of a code, if the app is lost.',
   recoverySaved: 'I have saved them',
   totpLoginCode: 'Authenticator code or recovery code',
-  totpLoginHint: 'This account uses two-factor authentication: enter the code from your app, or one of your recovery codes.',
+  totpLoginHint:
+    'This account uses two-factor authentication: enter the code from your app, or one of your recovery codes.',
   totpWrong: 'Wrong code: enter the current code from the app, or an unused recovery code.',
   onlineHistory: 'Launchers online',
   samples5min: 'By launcher version, 5-minute samples',
@@ -473,7 +481,8 @@ const zh: Record<MessageKey, string> = {
   revokedAt: '已于 {time} 撤回：不再推送；使用此版本的启动器将被退回到之前的版本。',
   revokeVersion: '撤回',
   unrevokeVersion: '取消撤回',
-  confirmRevokeVersion: '确定撤回 {version} 吗？它将不再被推送，下载返回 410，所有使用它的启动器将被强制更新到它之前的最新版本（降级）。',
+  confirmRevokeVersion:
+    '确定撤回 {version} 吗？它将不再被推送，下载返回 410，所有使用它的启动器将被强制更新到它之前的最新版本（降级）。',
   confirmUnrevokeVersion: '确定取消撤回 {version} 吗？它将按灰度比例重新推送。',
   devicesOnVersion: '此版本的设备',
   onlineOnVersion: '此版本在线',
@@ -545,7 +554,8 @@ const zh: Record<MessageKey, string> = {
   totpTitle: '两步验证',
   totpOn: '已开启',
   totpOff: '未开启',
-  totpIntro: '开启后，登录时还需要输入身份验证器应用（Google Authenticator、Microsoft Authenticator、1Password 等）中的验证码。',
+  totpIntro:
+    '开启后，登录时还需要输入身份验证器应用（Google Authenticator、Microsoft Authenticator、1Password 等）中的验证码。',
   totpEnroll: '设置两步验证',
   totpScan: '用身份验证器应用扫描此二维码，或手动输入此密钥：',
   totpCode: '应用显示的 6 位验证码',

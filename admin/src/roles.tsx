@@ -7,7 +7,11 @@ import { type MessageKey, useI18n } from './i18n';
 /** The service's own role rules (src/domain/roles.ts), shared so that the console shows what the service allows. */
 export { covers, ROLES, type Role };
 
-export const ROLE_LABEL: Record<Role, MessageKey> = { owner: 'roleOwner', publisher: 'rolePublisher', editor: 'roleEditor' };
+export const ROLE_LABEL: Record<Role, MessageKey> = {
+  owner: 'roleOwner',
+  publisher: 'rolePublisher',
+  editor: 'roleEditor',
+};
 
 /**
  * Who besides owners may change what a console section shows, as the service checks it per module

@@ -1,4 +1,13 @@
-import { createContext, type MouseEvent, type ReactNode, useCallback, useContext, useEffect, useMemo, useState } from 'react';
+import {
+  createContext,
+  type MouseEvent,
+  type ReactNode,
+  useCallback,
+  useContext,
+  useEffect,
+  useMemo,
+  useState,
+} from 'react';
 
 /** The console lives under /admin; routes are the rest of the path ("/", "/software", "/addons/<id>"). */
 export const BASE = '/admin';

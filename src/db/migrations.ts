@@ -446,7 +446,11 @@ const m008Webhooks: Migration = {
       // Only this webhook (a test delivery), else every webhook that takes the event.
       .addColumn('webhook_id', 'text')
       .execute();
-    await db.schema.createIndex('webhook_events_due_idx').on('webhook_events').columns(['fanned_out', 'due_ms']).execute();
+    await db.schema
+      .createIndex('webhook_events_due_idx')
+      .on('webhook_events')
+      .columns(['fanned_out', 'due_ms'])
+      .execute();
     await db.schema
       .createTable('webhook_deliveries')
       .addColumn('id', 'text', (c) => c.primaryKey())

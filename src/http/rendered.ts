@@ -218,10 +218,14 @@ export async function sendRendered(
   rendered: RenderedJson,
 ): Promise<FastifyReply> {
   const vary = reply.getHeader('vary');
-  reply.type('application/json; charset=utf-8').header('Vary', vary ? `${String(vary)}, Accept-Encoding` : 'Accept-Encoding');
+  reply
+    .type('application/json; charset=utf-8')
+    .header('Vary', vary ? `${String(vary)}, Accept-Encoding` : 'Accept-Encoding');
   for (const [name, value] of Object.entries(rendered.headers)) reply.header(name, value);
   const encoding =
-    rendered.length >= COMPRESS_MIN_BYTES ? chooseEncoding(request.headers['accept-encoding'], rendered.encodings) : null;
+    rendered.length >= COMPRESS_MIN_BYTES
+      ? chooseEncoding(request.headers['accept-encoding'], rendered.encodings)
+      : null;
   const { large } = rendered;
   if (large === null) {
     const body = encoding === null ? null : await rendered.compressed(encoding).catch(() => null);
@@ -240,6 +244,9 @@ export async function sendRendered(
   if (gzip !== null) reply.header('Content-Encoding', 'gzip');
   return reply
     .header('X-Signature', large.signature)
-    .header('Content-Length', parts.reduce((n, part) => n + part.length, 0))
+    .header(
+      'Content-Length',
+      parts.reduce((n, part) => n + part.length, 0),
+    )
     .send(Readable.from(parts));
 }

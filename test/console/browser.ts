@@ -65,7 +65,12 @@ export async function screenshot(page: Page, name: string, options: { dialog?: b
 }
 
 /** Logs in through the login form and waits for the console's navigation. */
-export async function login(page: Page, baseUrl: string, password = ADMIN_PASSWORD, username = ADMIN_USER): Promise<void> {
+export async function login(
+  page: Page,
+  baseUrl: string,
+  password = ADMIN_PASSWORD,
+  username = ADMIN_USER,
+): Promise<void> {
   await page.goto(`${baseUrl}/admin/`);
   await page.locator('input[name="username"]').fill(username);
   await page.locator('input[name="password"]').fill(password);

@@ -335,13 +335,11 @@ describe('admin console in Chromium against the real service', () => {
     const dialog = page.getByRole('dialog');
     await dialog.getByTestId('ver-version').fill('1.3.0');
     await dialog.getByTestId('ver-code').fill('130');
-    await dialog
-      .getByTestId('file-input')
-      .setInputFiles({
-        name: 'launcher-1.3.0.exe',
-        mimeType: 'application/octet-stream',
-        buffer: Buffer.alloc(100_000, 3),
-      });
+    await dialog.getByTestId('file-input').setInputFiles({
+      name: 'launcher-1.3.0.exe',
+      mimeType: 'application/octet-stream',
+      buffer: Buffer.alloc(100_000, 3),
+    });
     await dialog.getByText(/Uploaded: launcher-1\.3\.0\.exe/).waitFor();
     await dialog.getByTestId('ver-changelog-en').fill('Season two');
     await dialog.getByTestId('publish-at').fill('2099-01-02T20:30');
@@ -673,16 +671,30 @@ describe('admin console in Chromium against the real service', () => {
     await screenshot(page, '08-gallery');
   });
 
-  it('edits a release\'s dependencies, completing addon slugs from the catalogue', async () => {
+  it("edits a release's dependencies, completing addon slugs from the catalogue", async () => {
     const cookie = await apiLogin();
-    const write = async <T,>(url: string, body: object) => {
-      const res = await fetch(`${base}${url}`, { method: 'POST', headers: { cookie, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const write = async <T>(url: string, body: object) => {
+      const res = await fetch(`${base}${url}`, {
+        method: 'POST',
+        headers: { cookie, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       expect(res.status, await res.clone().text()).toBe(201);
       return (await res.json()) as T;
     };
     await write('/api/addons', { slug: 'bag-library', name: '背包库', nameEn: 'Bag Library', summary: '库' });
-    const addon = await write<{ id: string }>('/api/addons', { slug: 'bag-sorter', name: '背包整理器', nameEn: 'Bag Sorter', summary: '整理' });
-    await write('/api/releases', { addonId: addon.id, version: '2.0.0', downloadType: 'url', externalUrl: 'https://cdn.example.test/s.zip' });
+    const addon = await write<{ id: string }>('/api/addons', {
+      slug: 'bag-sorter',
+      name: '背包整理器',
+      nameEn: 'Bag Sorter',
+      summary: '整理',
+    });
+    await write('/api/releases', {
+      addonId: addon.id,
+      version: '2.0.0',
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/s.zip',
+    });
     const page = await newPage();
     await login(page, base);
     await page.goto(`${base}/admin/addons/${addon.id}`);
@@ -696,7 +708,9 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('dep-optional').check();
     await page.getByTestId('rel-submit').click();
     await row.getByTestId('release-dependencies').getByText('Needs bag-library ≥ 2.0 (optional)').waitFor();
-    const detail = await getJson<{ releases: { version: string; dependencies: unknown }[] }>(`${base}/api/addons/bag-sorter`);
+    const detail = await getJson<{ releases: { version: string; dependencies: unknown }[] }>(
+      `${base}/api/addons/bag-sorter`,
+    );
     expect(detail.releases.find((r) => r.version === '2.0.0')?.dependencies).toEqual([
       { slug: 'bag-library', minVersion: '2.0', optional: true },
     ]);
@@ -705,7 +719,10 @@ describe('admin console in Chromium against the real service', () => {
   it('registers a webhook, shows its secret once, sends a test and lists the delivery', async () => {
     const received: { event: string | undefined; signature: string | undefined }[] = [];
     const receiver = http.createServer((req, res) => {
-      received.push({ event: req.headers['x-webhook-event'] as string | undefined, signature: req.headers['x-webhook-signature'] as string | undefined });
+      received.push({
+        event: req.headers['x-webhook-event'] as string | undefined,
+        signature: req.headers['x-webhook-signature'] as string | undefined,
+      });
       req.resume();
       res.writeHead(204).end();
     });

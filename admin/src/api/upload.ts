@@ -7,7 +7,11 @@ export type UploadResult = Paths['/api/upload']['post']['responses'][201]['conte
  * `POST /api/upload` with XMLHttpRequest, because fetch cannot report upload progress.
  * `onProgress` receives 0..1.
  */
-export function uploadFile(file: File, onProgress: (fraction: number) => void, signal?: AbortSignal): Promise<UploadResult> {
+export function uploadFile(
+  file: File,
+  onProgress: (fraction: number) => void,
+  signal?: AbortSignal,
+): Promise<UploadResult> {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open('POST', '/api/upload');

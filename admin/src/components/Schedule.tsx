@@ -16,7 +16,13 @@ export function isScheduled(publishAt: string | null | undefined): publishAt is 
 }
 
 /** `publishAt` of a version, release or article: empty publishes at once, a date and time (local) schedules it. */
-export function PublishAtInput({ value, onChange }: { value: string | null; onChange: (value: string | null) => void }) {
+export function PublishAtInput({
+  value,
+  onChange,
+}: {
+  value: string | null;
+  onChange: (value: string | null) => void;
+}) {
   const { t } = useI18n();
   return (
     <TextInput
@@ -39,7 +45,9 @@ export function ScheduledBadge({ publishAt }: { publishAt: string | null | undef
   if (!isScheduled(publishAt)) return null;
   return (
     <Badge color="orange" variant="light" tt="none" data-testid="scheduled">
-      {t('scheduledFor', { time: new Date(publishAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' }) })}
+      {t('scheduledFor', {
+        time: new Date(publishAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' }),
+      })}
     </Badge>
   );
 }

@@ -20,12 +20,24 @@ export function formatBytes(bytes: number): string {
 /** A file's SHA-256: in full, or its first 12 hex digits (`short`); a click copies the whole value. */
 export function Sha256({ value, short = false }: { value: string | null | undefined; short?: boolean }) {
   const { t } = useI18n();
-  if (!value) return <Text size="xs" c="dimmed">–</Text>;
+  if (!value)
+    return (
+      <Text size="xs" c="dimmed">
+        –
+      </Text>
+    );
   return (
     <CopyButton value={value}>
       {({ copied, copy }) => (
         <Tooltip label={copied ? t('copied') : value} withArrow>
-          <Text size="xs" ff="monospace" c="dimmed" style={{ cursor: 'pointer', ...(short ? { whiteSpace: 'nowrap' } : { wordBreak: 'break-all' }) }} onClick={copy} data-testid="sha256">
+          <Text
+            size="xs"
+            ff="monospace"
+            c="dimmed"
+            style={{ cursor: 'pointer', ...(short ? { whiteSpace: 'nowrap' } : { wordBreak: 'break-all' }) }}
+            onClick={copy}
+            data-testid="sha256"
+          >
             {short ? `${value.slice(0, 12)}…` : `SHA-256 ${value}`}
           </Text>
         </Tooltip>
@@ -67,7 +79,11 @@ export function UploadButton({
   return (
     <Stack gap={4}>
       <Group gap="sm">
-        <FileButton onChange={(file) => void start(file)} accept={accept} inputProps={{ 'data-testid': testId } as React.ComponentProps<'input'>}>
+        <FileButton
+          onChange={(file) => void start(file)}
+          accept={accept}
+          inputProps={{ 'data-testid': testId } as React.ComponentProps<'input'>}
+        >
           {(props) => (
             <Button variant="light" size="xs" {...props} loading={progress !== null && done === null}>
               {label}
@@ -82,7 +98,13 @@ export function UploadButton({
       </Group>
       {done !== null && <Sha256 value={done.sha256} />}
       {progress !== null && (
-        <Progress value={Math.round(progress * 100)} size="lg" animated={done === null} data-testid="upload-progress" aria-label={t('uploading')} />
+        <Progress
+          value={Math.round(progress * 100)}
+          size="lg"
+          animated={done === null}
+          data-testid="upload-progress"
+          aria-label={t('uploading')}
+        />
       )}
     </Stack>
   );
@@ -107,8 +129,24 @@ export function ImageField({
       <Text size="sm" fw={500}>
         {label}
       </Text>
-      {value ? <Image src={value} alt={label} h={96} w="auto" maw={320} fit="contain" radius="sm" style={{ alignSelf: 'flex-start' }} /> : null}
-      <UploadButton label={buttonLabel ?? label} accept="image/*" onUploaded={(r) => onChange(r.filePath)} testId={testId} />
+      {value ? (
+        <Image
+          src={value}
+          alt={label}
+          h={96}
+          w="auto"
+          maw={320}
+          fit="contain"
+          radius="sm"
+          style={{ alignSelf: 'flex-start' }}
+        />
+      ) : null}
+      <UploadButton
+        label={buttonLabel ?? label}
+        accept="image/*"
+        onUploaded={(r) => onChange(r.filePath)}
+        testId={testId}
+      />
     </Stack>
   );
 }

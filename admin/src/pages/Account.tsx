@@ -1,4 +1,20 @@
-import { Alert, Badge, Button, Card, Code, CopyButton, Group, PasswordInput, Select, SimpleGrid, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import {
+  Alert,
+  Badge,
+  Button,
+  Card,
+  Code,
+  CopyButton,
+  Group,
+  PasswordInput,
+  Select,
+  SimpleGrid,
+  Stack,
+  Table,
+  Text,
+  TextInput,
+  Title,
+} from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { QRCodeSVG } from 'qrcode.react';
 import { useState } from 'react';
@@ -16,7 +32,8 @@ function ChangePassword() {
   const [currentPassword, setCurrent] = useState('');
   const [newPassword, setNew] = useState('');
   const change = useMutation({
-    mutationFn: async () => data(await api.POST('/api/admin/change-password', { body: { currentPassword, newPassword } })),
+    mutationFn: async () =>
+      data(await api.POST('/api/admin/change-password', { body: { currentPassword, newPassword } })),
     onSuccess: () => {
       notifySuccess(t('passwordChanged'));
       setCurrent('');
@@ -45,7 +62,13 @@ function ChangePassword() {
               {t('passwordChanged')}
             </Alert>
           )}
-          <PasswordInput label={t('currentPassword')} value={currentPassword} onChange={(e) => setCurrent(e.currentTarget.value)} required data-testid="current-password" />
+          <PasswordInput
+            label={t('currentPassword')}
+            value={currentPassword}
+            onChange={(e) => setCurrent(e.currentTarget.value)}
+            required
+            data-testid="current-password"
+          />
           <PasswordInput
             label={t('newPassword')}
             value={newPassword}
@@ -54,7 +77,12 @@ function ChangePassword() {
             error={newPassword !== '' && newPassword.length < 6 ? t('passwordTooShort') : undefined}
             data-testid="new-password"
           />
-          <Button type="submit" loading={change.isPending} disabled={newPassword.length < 6} data-testid="change-password-submit">
+          <Button
+            type="submit"
+            loading={change.isPending}
+            disabled={newPassword.length < 6}
+            data-testid="change-password-submit"
+          >
             {t('changePassword')}
           </Button>
         </Stack>
@@ -111,15 +139,36 @@ function Tokens() {
         }}
       >
         <Group align="flex-end">
-          <TextInput label={t('tokenName')} value={name} onChange={(e) => setName(e.currentTarget.value)} required placeholder="ci-publish" data-testid="token-name" />
-          <Select label={t('role')} data={roleOptions} value={role} onChange={(v) => v && setRole(v as Role)} allowDeselect={false} w={160} data-testid="token-role" />
+          <TextInput
+            label={t('tokenName')}
+            value={name}
+            onChange={(e) => setName(e.currentTarget.value)}
+            required
+            placeholder="ci-publish"
+            data-testid="token-name"
+          />
+          <Select
+            label={t('role')}
+            data={roleOptions}
+            value={role}
+            onChange={(v) => v && setRole(v as Role)}
+            allowDeselect={false}
+            w={160}
+            data-testid="token-role"
+          />
           <Button type="submit" loading={create.isPending} data-testid="create-token">
             {t('createToken')}
           </Button>
         </Group>
       </form>
       {fresh && (
-        <Alert color="yellow" mt="md" title={`${fresh.name}: ${t('tokenOnce')}`} withCloseButton onClose={() => setFresh(null)}>
+        <Alert
+          color="yellow"
+          mt="md"
+          title={`${fresh.name}: ${t('tokenOnce')}`}
+          withCloseButton
+          onClose={() => setFresh(null)}
+        >
           <Group>
             <Code data-testid="new-token">{fresh.token}</Code>
             <CopyValue value={fresh.token} />
@@ -147,7 +196,10 @@ function Tokens() {
                 <Table.Td>{t(ROLE_LABEL[token.role])}</Table.Td>
                 <Table.Td>{new Date(token.createdAt).toLocaleString()}</Table.Td>
                 <Table.Td ta="right">
-                  <ConfirmButton message={t('confirmRevoke', { name: token.name })} onConfirm={() => revoke.mutate(token.id)}>
+                  <ConfirmButton
+                    message={t('confirmRevoke', { name: token.name })}
+                    onConfirm={() => revoke.mutate(token.id)}
+                  >
                     {t('revoke')}
                   </ConfirmButton>
                 </Table.Td>
@@ -233,7 +285,13 @@ function TwoFactor() {
         {recovery && <RecoveryCodes codes={recovery} onClose={() => setRecovery(null)} />}
         {enrolment ? (
           <Group align="flex-start" gap="xl">
-            <QRCodeSVG value={enrolment.otpauthUrl} size={184} marginSize={2} title={t('totpScan')} data-testid="totp-qr" />
+            <QRCodeSVG
+              value={enrolment.otpauthUrl}
+              size={184}
+              marginSize={2}
+              title={t('totpScan')}
+              data-testid="totp-qr"
+            />
             <form
               onSubmit={(e) => {
                 e.preventDefault();

@@ -26,7 +26,14 @@ import { useState } from 'react';
 import { api, data, type Paths } from '../api/client';
 import type { Addon, AddonWrite } from '../api/content';
 import { ConfirmButton } from '../components/Confirm';
-import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
+import {
+  emptySource,
+  FileSource,
+  type FileSourceValue,
+  sourceBody,
+  sourceReady,
+  storedSource,
+} from '../components/FileSource';
 import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
 import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
 import { formatBytes, ImageField, Sha256, UploadButton } from '../components/Upload';
@@ -40,10 +47,21 @@ const CATEGORIES = ['general', 'ui', 'quest', 'combat'];
 
 type AddonFormValue = Required<Omit<AddonWrite, 'name' | 'summary' | 'iconUrl'>> & { iconUrl: string | null };
 
-function AddonForm({ initial, onSubmit, submitLabel, busy }: { initial: AddonFormValue; onSubmit: (v: AddonFormValue) => void; submitLabel: string; busy: boolean }) {
+function AddonForm({
+  initial,
+  onSubmit,
+  submitLabel,
+  busy,
+}: {
+  initial: AddonFormValue;
+  onSubmit: (v: AddonFormValue) => void;
+  submitLabel: string;
+  busy: boolean;
+}) {
   const { t } = useI18n();
   const [v, setV] = useState(initial);
-  const text = (key: keyof AddonFormValue) => (e: { currentTarget: { value: string } }) => setV({ ...v, [key]: e.currentTarget.value });
+  const text = (key: keyof AddonFormValue) => (e: { currentTarget: { value: string } }) =>
+    setV({ ...v, [key]: e.currentTarget.value });
   return (
     <form
       onSubmit={(e) => {
@@ -54,17 +72,63 @@ function AddonForm({ initial, onSubmit, submitLabel, busy }: { initial: AddonFor
       <Stack>
         <SimpleGrid cols={{ base: 1, sm: 2 }}>
           <TextInput label={t('slug')} value={v.slug} onChange={text('slug')} required data-testid="addon-slug" />
-          <Select label={t('category')} data={CATEGORIES} value={v.category} onChange={(c) => setV({ ...v, category: c ?? 'general' })} allowDeselect={false} />
-          <TextInput label={t('nameZh')} value={v.nameZh} onChange={text('nameZh')} required data-testid="addon-name-zh" />
+          <Select
+            label={t('category')}
+            data={CATEGORIES}
+            value={v.category}
+            onChange={(c) => setV({ ...v, category: c ?? 'general' })}
+            allowDeselect={false}
+          />
+          <TextInput
+            label={t('nameZh')}
+            value={v.nameZh}
+            onChange={text('nameZh')}
+            required
+            data-testid="addon-name-zh"
+          />
           <TextInput label={t('nameEn')} value={v.nameEn} onChange={text('nameEn')} data-testid="addon-name-en" />
-          <Textarea label={t('summaryZh')} value={v.summaryZh} onChange={text('summaryZh')} required autosize data-testid="addon-summary-zh" />
-          <Textarea label={t('summaryEn')} value={v.summaryEn} onChange={text('summaryEn')} autosize data-testid="addon-summary-en" />
+          <Textarea
+            label={t('summaryZh')}
+            value={v.summaryZh}
+            onChange={text('summaryZh')}
+            required
+            autosize
+            data-testid="addon-summary-zh"
+          />
+          <Textarea
+            label={t('summaryEn')}
+            value={v.summaryEn}
+            onChange={text('summaryEn')}
+            autosize
+            data-testid="addon-summary-en"
+          />
         </SimpleGrid>
-        <MarkdownEditor label={t('descriptionZh')} value={v.descriptionZh} onChange={(d) => setV({ ...v, descriptionZh: d })} testId="addon-desc-zh" />
-        <MarkdownEditor label={t('descriptionEn')} value={v.descriptionEn} onChange={(d) => setV({ ...v, descriptionEn: d })} testId="addon-desc-en" />
+        <MarkdownEditor
+          label={t('descriptionZh')}
+          value={v.descriptionZh}
+          onChange={(d) => setV({ ...v, descriptionZh: d })}
+          testId="addon-desc-zh"
+        />
+        <MarkdownEditor
+          label={t('descriptionEn')}
+          value={v.descriptionEn}
+          onChange={(d) => setV({ ...v, descriptionEn: d })}
+          testId="addon-desc-en"
+        />
         <Group align="flex-end" justify="space-between">
-          <ImageField label={t('icon')} buttonLabel={t('uploadIcon')} value={v.iconUrl} onChange={(p) => setV({ ...v, iconUrl: p })} testId="addon-icon-input" />
-          <Switch label={t('published')} checked={v.published} onChange={(e) => setV({ ...v, published: e.currentTarget.checked })} data-testid="addon-published" />
+          <ImageField
+            label={t('icon')}
+            buttonLabel={t('uploadIcon')}
+            value={v.iconUrl}
+            onChange={(p) => setV({ ...v, iconUrl: p })}
+            testId="addon-icon-input"
+          />
+          <Switch
+            label={t('published')}
+            checked={v.published}
+            onChange={(e) => setV({ ...v, published: e.currentTarget.checked })}
+            data-testid="addon-published"
+          />
         </Group>
         <Button type="submit" loading={busy} data-testid="addon-submit">
           {submitLabel}
@@ -108,7 +172,9 @@ function AddonRow({ addon }: { addon: Addon }) {
         </Group>
       </Table.Td>
       <Table.Td>{addon.category}</Table.Td>
-      <Table.Td>{addon.published ? <Badge color="green">{t('published')}</Badge> : <Badge color="gray">{t('draft')}</Badge>}</Table.Td>
+      <Table.Td>
+        {addon.published ? <Badge color="green">{t('published')}</Badge> : <Badge color="gray">{t('draft')}</Badge>}
+      </Table.Td>
       <Table.Td>{addon.releases[0]?.version ?? '–'}</Table.Td>
       <Table.Td>{addon.totalDownloads}</Table.Td>
       <Table.Td>
@@ -171,13 +237,19 @@ export function AddonsPage() {
         )}
       </Card>
       <Modal opened={creating} onClose={create.close} title={t('newAddon')} size="90%">
-        <AddonForm initial={emptyAddon} submitLabel={t('create')} busy={add.isPending} onSubmit={(v) => add.mutate(v)} />
+        <AddonForm
+          initial={emptyAddon}
+          submitLabel={t('create')}
+          busy={add.isPending}
+          onSubmit={(v) => add.mutate(v)}
+        />
       </Modal>
     </Stack>
   );
 }
 
-type Release = Paths['/api/admin/addons/{idOrSlug}']['get']['responses'][200]['content']['application/json']['releases'][number];
+type Release =
+  Paths['/api/admin/addons/{idOrSlug}']['get']['responses'][200]['content']['application/json']['releases'][number];
 
 type Dependency = Release['dependencies'][number];
 
@@ -252,7 +324,8 @@ function AddonSlugInput({ value, onChange }: { value: string; onChange: (slug: s
 /** The addons a release needs (or, optional, can use), each with an optional minimum version. */
 function DependenciesInput({ value, onChange }: { value: Dependency[]; onChange: (next: Dependency[]) => void }) {
   const { t } = useI18n();
-  const change = (i: number, next: Partial<Dependency>) => onChange(value.map((d, j) => (j === i ? { ...d, ...next } : d)));
+  const change = (i: number, next: Partial<Dependency>) =>
+    onChange(value.map((d, j) => (j === i ? { ...d, ...next } : d)));
   return (
     <Stack gap="xs" data-testid="dependencies">
       <Text size="sm" fw={500}>
@@ -261,15 +334,38 @@ function DependenciesInput({ value, onChange }: { value: Dependency[]; onChange:
       {value.map((d, i) => (
         <Group key={i} align="flex-end" wrap="nowrap" data-testid="dependency">
           <AddonSlugInput value={d.slug} onChange={(slug) => change(i, { slug })} />
-          <TextInput label={t('minVersion')} value={d.minVersion ?? ''} onChange={(e) => change(i, { minVersion: e.currentTarget.value || null })} w={120} data-testid="dep-min-version" />
-          <Checkbox label={t('optionalDependency')} checked={d.optional} onChange={(e) => change(i, { optional: e.currentTarget.checked })} mb={8} data-testid="dep-optional" />
-          <Button variant="subtle" color="red" size="xs" mb={4} onClick={() => onChange(value.filter((_, j) => j !== i))}>
+          <TextInput
+            label={t('minVersion')}
+            value={d.minVersion ?? ''}
+            onChange={(e) => change(i, { minVersion: e.currentTarget.value || null })}
+            w={120}
+            data-testid="dep-min-version"
+          />
+          <Checkbox
+            label={t('optionalDependency')}
+            checked={d.optional}
+            onChange={(e) => change(i, { optional: e.currentTarget.checked })}
+            mb={8}
+            data-testid="dep-optional"
+          />
+          <Button
+            variant="subtle"
+            color="red"
+            size="xs"
+            mb={4}
+            onClick={() => onChange(value.filter((_, j) => j !== i))}
+          >
             {t('remove')}
           </Button>
         </Group>
       ))}
       <Group>
-        <Button variant="light" size="xs" onClick={() => onChange([...value, { slug: '', minVersion: null, optional: false }])} data-testid="add-dependency">
+        <Button
+          variant="light"
+          size="xs"
+          onClick={() => onChange([...value, { slug: '', minVersion: null, optional: false }])}
+          data-testid="add-dependency"
+        >
           {t('addDependency')}
         </Button>
       </Group>
@@ -282,7 +378,8 @@ function DependencyList({ dependencies }: { dependencies: Dependency[] }) {
   const { t } = useI18n();
   if (dependencies.length === 0) return null;
   const parts = dependencies.map(
-    (d) => `${d.slug}${d.minVersion === null ? '' : ` ≥ ${d.minVersion}`}${d.optional ? ` (${t('optionalDependency')})` : ''}`,
+    (d) =>
+      `${d.slug}${d.minVersion === null ? '' : ` ≥ ${d.minVersion}`}${d.optional ? ` (${t('optionalDependency')})` : ''}`,
   );
   return (
     <Text size="xs" c="dimmed" data-testid="release-dependencies">
@@ -296,7 +393,8 @@ function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: 
   const { t } = useI18n();
   const initial = editing === undefined ? emptyRelease : releaseForm(editing);
   const [value, setValue] = useState(initial);
-  const set = <K extends keyof ReleaseFormValue>(key: K, next: ReleaseFormValue[K]) => setValue({ ...value, [key]: next });
+  const set = <K extends keyof ReleaseFormValue>(key: K, next: ReleaseFormValue[K]) =>
+    setValue({ ...value, [key]: next });
   const save = useWrite({
     mutationFn: async () =>
       editing === undefined
@@ -321,12 +419,37 @@ function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: 
     >
       <Stack>
         <Group grow>
-          <TextInput label={t('version')} value={value.version} onChange={(e) => set('version', e.currentTarget.value)} required data-testid="rel-version" />
-          <TextInput label={t('gameVersion')} value={value.gameVersion} onChange={(e) => set('gameVersion', e.currentTarget.value)} data-testid="rel-game-version" />
+          <TextInput
+            label={t('version')}
+            value={value.version}
+            onChange={(e) => set('version', e.currentTarget.value)}
+            required
+            data-testid="rel-version"
+          />
+          <TextInput
+            label={t('gameVersion')}
+            value={value.gameVersion}
+            onChange={(e) => set('gameVersion', e.currentTarget.value)}
+            data-testid="rel-game-version"
+          />
         </Group>
         <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
-        <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-zh" />
-        <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="rel-changelog-en" />
+        <Textarea
+          label={t('changelogZh')}
+          value={value.changelogZh}
+          onChange={(e) => set('changelogZh', e.currentTarget.value)}
+          autosize
+          minRows={3}
+          data-testid="rel-changelog-zh"
+        />
+        <Textarea
+          label={t('changelogEn')}
+          value={value.changelogEn}
+          onChange={(e) => set('changelogEn', e.currentTarget.value)}
+          autosize
+          minRows={3}
+          data-testid="rel-changelog-en"
+        />
         <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
         <DependenciesInput value={value.dependencies} onChange={(dependencies) => set('dependencies', dependencies)} />
         <Button type="submit" loading={save.isPending} data-testid="rel-submit">
@@ -346,7 +469,8 @@ export function AddonDetailPage({ id }: { id: string }) {
   const [editingRelease, setEditingRelease] = useState<Release | null>(null);
   const detail = useQuery({
     queryKey: [...KEY, id, lang],
-    queryFn: async () => data(await api.GET('/api/admin/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
+    queryFn: async () =>
+      data(await api.GET('/api/admin/addons/{idOrSlug}', { params: { path: { idOrSlug: id }, query: { lang } } })),
   });
   const update = useWrite({
     mutationFn: async (body: AddonWrite) => data(await api.PUT('/api/addons/{id}', { params: { path: { id } }, body })),
@@ -362,12 +486,15 @@ export function AddonDetailPage({ id }: { id: string }) {
   });
   const releaseUpdate = useWrite({
     mutationFn: async (args: { id: string; isLatest: true }) =>
-      data(await api.PUT('/api/releases/{id}', { params: { path: { id: args.id } }, body: { isLatest: args.isLatest } })),
+      data(
+        await api.PUT('/api/releases/{id}', { params: { path: { id: args.id } }, body: { isLatest: args.isLatest } }),
+      ),
     invalidate: KEY,
     success: 'saved',
   });
   const releaseDelete = useWrite({
-    mutationFn: async (releaseId: string) => data(await api.DELETE('/api/releases/{id}', { params: { path: { id: releaseId } } })),
+    mutationFn: async (releaseId: string) =>
+      data(await api.DELETE('/api/releases/{id}', { params: { path: { id: releaseId } } })),
     invalidate: KEY,
     success: 'deleted',
   });
@@ -380,13 +507,19 @@ export function AddonDetailPage({ id }: { id: string }) {
   const shotMove = useWrite({
     mutationFn: async (moves: { id: string; sortOrder: number }[]) => {
       for (const move of moves) {
-        data(await api.PUT('/api/screenshots/{id}', { params: { path: { id: move.id } }, body: { sortOrder: move.sortOrder } }));
+        data(
+          await api.PUT('/api/screenshots/{id}', {
+            params: { path: { id: move.id } },
+            body: { sortOrder: move.sortOrder },
+          }),
+        );
       }
     },
     invalidate: KEY,
   });
   const shotDelete = useWrite({
-    mutationFn: async (shotId: string) => data(await api.DELETE('/api/screenshots/{id}', { params: { path: { id: shotId } } })),
+    mutationFn: async (shotId: string) =>
+      data(await api.DELETE('/api/screenshots/{id}', { params: { path: { id: shotId } } })),
     invalidate: KEY,
     success: 'deleted',
   });
@@ -402,7 +535,11 @@ export function AddonDetailPage({ id }: { id: string }) {
     const other = index + delta;
     if (other < 0 || other >= order.length) return;
     [order[index], order[other]] = [order[other]!, order[index]!];
-    shotMove.mutate(order.map((shotId, sortOrder) => ({ id: shotId, sortOrder })).filter((m) => shots.find((s) => s.id === m.id)?.sortOrder !== m.sortOrder));
+    shotMove.mutate(
+      order
+        .map((shotId, sortOrder) => ({ id: shotId, sortOrder }))
+        .filter((m) => shots.find((s) => s.id === m.id)?.sortOrder !== m.sortOrder),
+    );
   };
 
   return (
@@ -430,7 +567,8 @@ export function AddonDetailPage({ id }: { id: string }) {
         </Group>
       </Group>
       <Text c="dimmed">
-        {addon.summary} · {t('category')}: {addon.category} · {t('totalDownloads')}: <b data-testid="addon-total-downloads">{addon.totalDownloads}</b>
+        {addon.summary} · {t('category')}: {addon.category} · {t('totalDownloads')}:{' '}
+        <b data-testid="addon-total-downloads">{addon.totalDownloads}</b>
       </Text>
 
       {addon.description !== '' && (
@@ -487,15 +625,27 @@ export function AddonDetailPage({ id }: { id: string }) {
                     <Table.Td>{new Date(r.createdAt).toLocaleString()}</Table.Td>
                     <Table.Td>
                       <Group gap={4} wrap="nowrap">
-                        <Button size="xs" variant="default" onClick={() => setEditingRelease(r)} data-testid="edit-release">
+                        <Button
+                          size="xs"
+                          variant="default"
+                          onClick={() => setEditingRelease(r)}
+                          data-testid="edit-release"
+                        >
                           {t('edit')}
                         </Button>
                         {!r.isLatest && (
-                          <Button size="xs" variant="light" onClick={() => releaseUpdate.mutate({ id: r.id, isLatest: true })}>
+                          <Button
+                            size="xs"
+                            variant="light"
+                            onClick={() => releaseUpdate.mutate({ id: r.id, isLatest: true })}
+                          >
                             {t('setLatest')}
                           </Button>
                         )}
-                        <ConfirmButton message={t('confirmDelete', { name: r.version })} onConfirm={() => releaseDelete.mutate(r.id)}>
+                        <ConfirmButton
+                          message={t('confirmDelete', { name: r.version })}
+                          onConfirm={() => releaseDelete.mutate(r.id)}
+                        >
                           {t('delete')}
                         </ConfirmButton>
                       </Group>
@@ -527,13 +677,29 @@ export function AddonDetailPage({ id }: { id: string }) {
                   #{s.sortOrder}
                 </Text>
                 <Group gap={4}>
-                  <ActionIcon variant="default" size="sm" aria-label={t('moveUp')} disabled={index === 0} onClick={() => move(index, -1)}>
+                  <ActionIcon
+                    variant="default"
+                    size="sm"
+                    aria-label={t('moveUp')}
+                    disabled={index === 0}
+                    onClick={() => move(index, -1)}
+                  >
                     ←
                   </ActionIcon>
-                  <ActionIcon variant="default" size="sm" aria-label={t('moveDown')} disabled={index === shots.length - 1} onClick={() => move(index, 1)}>
+                  <ActionIcon
+                    variant="default"
+                    size="sm"
+                    aria-label={t('moveDown')}
+                    disabled={index === shots.length - 1}
+                    onClick={() => move(index, 1)}
+                  >
                     →
                   </ActionIcon>
-                  <ConfirmButton size="compact-xs" message={t('confirmDelete', { name: `#${s.sortOrder}` })} onConfirm={() => shotDelete.mutate(s.id)}>
+                  <ConfirmButton
+                    size="compact-xs"
+                    message={t('confirmDelete', { name: `#${s.sortOrder}` })}
+                    onConfirm={() => shotDelete.mutate(s.id)}
+                  >
                     {t('delete')}
                   </ConfirmButton>
                 </Group>
@@ -565,8 +731,15 @@ export function AddonDetailPage({ id }: { id: string }) {
       <Modal opened={releasing} onClose={release.close} title={`${t('newRelease')} · ${addon.name}`} size="lg">
         <ReleaseForm addonId={addon.id} onDone={release.close} />
       </Modal>
-      <Modal opened={editingRelease !== null} onClose={() => setEditingRelease(null)} title={`${t('editRelease')} · ${editingRelease?.version ?? ''}`} size="lg">
-        {editingRelease !== null && <ReleaseForm addonId={addon.id} editing={editingRelease} onDone={() => setEditingRelease(null)} />}
+      <Modal
+        opened={editingRelease !== null}
+        onClose={() => setEditingRelease(null)}
+        title={`${t('editRelease')} · ${editingRelease?.version ?? ''}`}
+        size="lg"
+      >
+        {editingRelease !== null && (
+          <ReleaseForm addonId={addon.id} editing={editingRelease} onDone={() => setEditingRelease(null)} />
+        )}
       </Modal>
     </Stack>
   );

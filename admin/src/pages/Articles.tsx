@@ -1,4 +1,20 @@
-import { Badge, Button, Card, Group, Image, Modal, SimpleGrid, Stack, Switch, Table, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
+import {
+  Badge,
+  Button,
+  Card,
+  Group,
+  Image,
+  Modal,
+  SimpleGrid,
+  Stack,
+  Switch,
+  Table,
+  Tabs,
+  Text,
+  Textarea,
+  TextInput,
+  Title,
+} from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
@@ -26,10 +42,19 @@ const emptyArticle: ArticleForm = {
   publishAt: null,
 };
 
-function Editor({ initial, onSubmit, busy }: { initial: ArticleForm; onSubmit: (v: ArticleForm) => void; busy: boolean }) {
+function Editor({
+  initial,
+  onSubmit,
+  busy,
+}: {
+  initial: ArticleForm;
+  onSubmit: (v: ArticleForm) => void;
+  busy: boolean;
+}) {
   const { t } = useI18n();
   const [v, setV] = useState(initial);
-  const text = (key: keyof ArticleForm) => (e: { currentTarget: { value: string } }) => setV({ ...v, [key]: e.currentTarget.value });
+  const text = (key: keyof ArticleForm) => (e: { currentTarget: { value: string } }) =>
+    setV({ ...v, [key]: e.currentTarget.value });
   return (
     <form
       onSubmit={(e) => {
@@ -40,7 +65,13 @@ function Editor({ initial, onSubmit, busy }: { initial: ArticleForm; onSubmit: (
       <Stack>
         <SimpleGrid cols={{ base: 1, sm: 2 }}>
           <TextInput label={t('slug')} value={v.slug} onChange={text('slug')} required data-testid="article-slug" />
-          <Switch label={t('published')} checked={v.published} onChange={(e) => setV({ ...v, published: e.currentTarget.checked })} mt="lg" data-testid="article-published" />
+          <Switch
+            label={t('published')}
+            checked={v.published}
+            onChange={(e) => setV({ ...v, published: e.currentTarget.checked })}
+            mt="lg"
+            data-testid="article-published"
+          />
         </SimpleGrid>
         <Tabs defaultValue="zh" keepMounted={false}>
           <Tabs.List>
@@ -53,21 +84,54 @@ function Editor({ initial, onSubmit, busy }: { initial: ArticleForm; onSubmit: (
           </Tabs.List>
           <Tabs.Panel value="zh" pt="sm">
             <Stack>
-              <TextInput label={t('titleZh')} value={v.titleZh} onChange={text('titleZh')} required data-testid="article-title-zh" />
+              <TextInput
+                label={t('titleZh')}
+                value={v.titleZh}
+                onChange={text('titleZh')}
+                required
+                data-testid="article-title-zh"
+              />
               <Textarea label={t('summaryZh')} value={v.summaryZh} onChange={text('summaryZh')} autosize />
-              <MarkdownEditor label={t('contentZh')} value={v.contentZh} onChange={(c) => setV({ ...v, contentZh: c })} testId="article-content-zh" />
+              <MarkdownEditor
+                label={t('contentZh')}
+                value={v.contentZh}
+                onChange={(c) => setV({ ...v, contentZh: c })}
+                testId="article-content-zh"
+              />
             </Stack>
           </Tabs.Panel>
           <Tabs.Panel value="en" pt="sm">
             <Stack>
-              <TextInput label={t('titleEn')} value={v.titleEn} onChange={text('titleEn')} data-testid="article-title-en" />
-              <Textarea label={t('summaryEn')} value={v.summaryEn} onChange={text('summaryEn')} autosize data-testid="article-summary-en" />
-              <MarkdownEditor label={t('contentEn')} value={v.contentEn} onChange={(c) => setV({ ...v, contentEn: c })} testId="article-content-en" />
+              <TextInput
+                label={t('titleEn')}
+                value={v.titleEn}
+                onChange={text('titleEn')}
+                data-testid="article-title-en"
+              />
+              <Textarea
+                label={t('summaryEn')}
+                value={v.summaryEn}
+                onChange={text('summaryEn')}
+                autosize
+                data-testid="article-summary-en"
+              />
+              <MarkdownEditor
+                label={t('contentEn')}
+                value={v.contentEn}
+                onChange={(c) => setV({ ...v, contentEn: c })}
+                testId="article-content-en"
+              />
             </Stack>
           </Tabs.Panel>
         </Tabs>
         <PublishAtInput value={v.publishAt} onChange={(publishAt) => setV({ ...v, publishAt })} />
-        <ImageField label={t('coverImage')} buttonLabel={t('uploadCover')} value={v.coverImage || null} onChange={(p) => setV({ ...v, coverImage: p })} testId="article-cover-input" />
+        <ImageField
+          label={t('coverImage')}
+          buttonLabel={t('uploadCover')}
+          value={v.coverImage || null}
+          onChange={(p) => setV({ ...v, coverImage: p })}
+          testId="article-cover-input"
+        />
         <Button type="submit" loading={busy} data-testid="article-submit">
           {t('save')}
         </Button>
@@ -112,7 +176,9 @@ export function ArticlesPage() {
   });
   const toggle = useWrite({
     mutationFn: async (args: { id: string; published: boolean }) =>
-      data(await api.PUT('/api/articles/{id}', { params: { path: { id: args.id } }, body: { published: args.published } })),
+      data(
+        await api.PUT('/api/articles/{id}', { params: { path: { id: args.id } }, body: { published: args.published } }),
+      ),
     invalidate: KEY,
   });
   const remove = useWrite({
@@ -147,7 +213,9 @@ export function ArticlesPage() {
               <Table.Tbody>
                 {list.data?.map((a) => (
                   <Table.Tr key={a.id}>
-                    <Table.Td>{a.coverImage ? <Image src={a.coverImage} h={40} w={64} fit="cover" radius="sm" alt="" /> : '–'}</Table.Td>
+                    <Table.Td>
+                      {a.coverImage ? <Image src={a.coverImage} h={40} w={64} fit="cover" radius="sm" alt="" /> : '–'}
+                    </Table.Td>
                     <Table.Td>
                       <Text fw={500}>{a.title}</Text>
                       <Text size="xs" c="dimmed" ff="monospace">
@@ -156,7 +224,11 @@ export function ArticlesPage() {
                     </Table.Td>
                     <Table.Td>
                       <Group gap="xs">
-                        <Switch checked={a.published} onChange={(e) => toggle.mutate({ id: a.id, published: e.currentTarget.checked })} aria-label={t('published')} />
+                        <Switch
+                          checked={a.published}
+                          onChange={(e) => toggle.mutate({ id: a.id, published: e.currentTarget.checked })}
+                          aria-label={t('published')}
+                        />
                         {!a.published ? (
                           <Badge color="gray">{t('draft')}</Badge>
                         ) : isScheduled(a.publishAt) ? (
@@ -172,7 +244,10 @@ export function ArticlesPage() {
                         <Button size="xs" variant="default" onClick={() => setEditing(a)}>
                           {t('edit')}
                         </Button>
-                        <ConfirmButton message={t('confirmDelete', { name: a.title })} onConfirm={() => remove.mutate(a.id)}>
+                        <ConfirmButton
+                          message={t('confirmDelete', { name: a.title })}
+                          onConfirm={() => remove.mutate(a.id)}
+                        >
                           {t('delete')}
                         </ConfirmButton>
                       </Group>
@@ -184,7 +259,12 @@ export function ArticlesPage() {
           </Table.ScrollContainer>
         )}
       </Card>
-      <Modal opened={editing !== null} onClose={() => setEditing(null)} title={editing === null ? '' : editing === 'new' ? t('newArticle') : t('editArticle')} size="95%">
+      <Modal
+        opened={editing !== null}
+        onClose={() => setEditing(null)}
+        title={editing === null ? '' : editing === 'new' ? t('newArticle') : t('editArticle')}
+        size="95%"
+      >
         {editing !== null && (
           <Editor
             initial={editing === 'new' ? emptyArticle : toForm(editing)}

@@ -61,7 +61,10 @@ function BannerCard({ banner }: { banner: Banner }) {
         </Stack>
       </Group>
       <Group justify="flex-end" mt="sm">
-        <ConfirmButton message={t('confirmDelete', { name: banner.imageUrl.split('/').pop() ?? '' })} onConfirm={() => remove.mutate()}>
+        <ConfirmButton
+          message={t('confirmDelete', { name: banner.imageUrl.split('/').pop() ?? '' })}
+          onConfirm={() => remove.mutate()}
+        >
           {t('delete')}
         </ConfirmButton>
       </Group>
@@ -74,7 +77,11 @@ export function BannersPage() {
   const list = useQuery({ queryKey: KEY, queryFn: async () => data(await api.GET('/api/banners')) });
   const add = useWrite({
     mutationFn: async (imageUrl: string) =>
-      data(await api.POST('/api/banners', { body: { imageUrl, sortOrder: (list.data?.at(-1)?.sortOrder ?? -1) + 1, enabled: true } })),
+      data(
+        await api.POST('/api/banners', {
+          body: { imageUrl, sortOrder: (list.data?.at(-1)?.sortOrder ?? -1) + 1, enabled: true },
+        }),
+      ),
     invalidate: KEY,
     success: 'created',
   });
@@ -82,7 +89,12 @@ export function BannersPage() {
     <Stack>
       <Group justify="space-between">
         <Title order={2}>{t('banners')}</Title>
-        <UploadButton label={t('newBanner')} accept="image/*" onUploaded={(r) => add.mutate(r.filePath)} testId="banner-input" />
+        <UploadButton
+          label={t('newBanner')}
+          accept="image/*"
+          onUploaded={(r) => add.mutate(r.filePath)}
+          testId="banner-input"
+        />
       </Group>
       {list.data?.length === 0 && <Text c="dimmed">{t('noBanners')}</Text>}
       <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }}>

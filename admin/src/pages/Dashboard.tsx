@@ -53,7 +53,18 @@ export function Stat({ label, value, testId }: { label: string; value: ReactNode
   );
 }
 
-const VERSION_COLORS = ['blue.6', 'teal.6', 'orange.6', 'grape.6', 'red.6', 'cyan.6', 'lime.7', 'pink.6', 'indigo.6', 'yellow.7'];
+const VERSION_COLORS = [
+  'blue.6',
+  'teal.6',
+  'orange.6',
+  'grape.6',
+  'red.6',
+  'cyan.6',
+  'lime.7',
+  'pink.6',
+  'indigo.6',
+  'yellow.7',
+];
 
 type HistoryPoint = { at: string; online: number; byAppVersion: Record<string, number> };
 
@@ -67,7 +78,11 @@ function historyRows(points: HistoryPoint[], hourly: boolean, lang: string) {
   const buckets = new Map<string, { at: string; samples: number; sums: number[] }>();
   for (const point of points) {
     const key = hourly ? point.at.slice(0, 13) : point.at;
-    const bucket = buckets.get(key) ?? { at: hourly ? `${key}:00:00.000Z` : key, samples: 0, sums: versions.map(() => 0) };
+    const bucket = buckets.get(key) ?? {
+      at: hourly ? `${key}:00:00.000Z` : key,
+      samples: 0,
+      sums: versions.map(() => 0),
+    };
     bucket.samples += 1;
     versions.forEach((version, i) => (bucket.sums[i]! += point.byAppVersion[version] ?? 0));
     buckets.set(key, bucket);
@@ -173,7 +188,9 @@ export function DashboardPage() {
             {t('kindInstaller')} / {t('kindLauncher')} / {t('kindAddon')}
           </Text>
           <Text fz={24} fw={700}>
-            {downloads.data ? `${downloads.data.totals.installer} / ${downloads.data.totals.launcher} / ${downloads.data.totals.addon}` : '–'}
+            {downloads.data
+              ? `${downloads.data.totals.installer} / ${downloads.data.totals.launcher} / ${downloads.data.totals.addon}`
+              : '–'}
           </Text>
         </Card>
       </SimpleGrid>
@@ -201,7 +218,10 @@ export function DashboardPage() {
           title={t('onlineByVersion')}
           rows={(stats.data?.onlineByAppVersion ?? []).map((r) => ({ label: r.appVersion, count: r.count }))}
         />
-        <Breakdown title={t('onlineByOs')} rows={(stats.data?.onlineByOs ?? []).map((r) => ({ label: r.os, count: r.count }))} />
+        <Breakdown
+          title={t('onlineByOs')}
+          rows={(stats.data?.onlineByOs ?? []).map((r) => ({ label: r.os, count: r.count }))}
+        />
       </SimpleGrid>
     </Stack>
   );

@@ -12,7 +12,11 @@ export function DevicesPage() {
   const devices = useQuery({
     queryKey: ['devices', 'list', onlineOnly],
     queryFn: async () =>
-      data(await api.GET('/api/admin/devices', { params: { query: { limit: '500', ...(onlineOnly ? { online: '1' } : {}) } } })),
+      data(
+        await api.GET('/api/admin/devices', {
+          params: { query: { limit: '500', ...(onlineOnly ? { online: '1' } : {}) } },
+        }),
+      ),
     refetchInterval: 30_000,
   });
   // Online first, then most recently seen.
@@ -23,14 +27,22 @@ export function DevicesPage() {
     <Stack>
       <Group justify="space-between">
         <Title order={2}>{t('devices')}</Title>
-        <Switch label={t('onlineOnly')} checked={onlineOnly} onChange={(e) => setOnlineOnly(e.currentTarget.checked)} data-testid="online-only" />
+        <Switch
+          label={t('onlineOnly')}
+          checked={onlineOnly}
+          onChange={(e) => setOnlineOnly(e.currentTarget.checked)}
+          data-testid="online-only"
+        />
       </Group>
       <SimpleGrid cols={{ base: 1, md: 2 }}>
         <Breakdown
           title={t('onlineByVersion')}
           rows={(stats.data?.onlineByAppVersion ?? []).map((r) => ({ label: r.appVersion, count: r.count }))}
         />
-        <Breakdown title={t('onlineByOs')} rows={(stats.data?.onlineByOs ?? []).map((r) => ({ label: r.os, count: r.count }))} />
+        <Breakdown
+          title={t('onlineByOs')}
+          rows={(stats.data?.onlineByOs ?? []).map((r) => ({ label: r.os, count: r.count }))}
+        />
       </SimpleGrid>
       <Card withBorder>
         <Text size="sm" c="dimmed" mb="xs">

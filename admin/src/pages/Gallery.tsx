@@ -16,7 +16,8 @@ function GalleryCard({ image }: { image: GalleryImage }) {
   const [titleZh, setTitleZh] = useState(image.titleZh);
   const [titleEn, setTitleEn] = useState(image.titleEn);
   const update = useWrite({
-    mutationFn: async (body: GalleryWrite) => data(await api.PUT('/api/gallery/{id}', { params: { path: { id: image.id } }, body })),
+    mutationFn: async (body: GalleryWrite) =>
+      data(await api.PUT('/api/gallery/{id}', { params: { path: { id: image.id } }, body })),
     invalidate: KEY,
     success: 'saved',
   });
@@ -29,11 +30,29 @@ function GalleryCard({ image }: { image: GalleryImage }) {
   return (
     <Card withBorder data-testid="gallery-card">
       <Card.Section>
-        <Image src={image.imageUrl} h={140} fit="cover" alt={image.title} style={{ opacity: image.enabled ? 1 : 0.35 }} />
+        <Image
+          src={image.imageUrl}
+          h={140}
+          fit="cover"
+          alt={image.title}
+          style={{ opacity: image.enabled ? 1 : 0.35 }}
+        />
       </Card.Section>
       <Stack gap="xs" mt="sm">
-        <TextInput size="xs" label={t('titleZh')} value={titleZh} onChange={(e) => setTitleZh(e.currentTarget.value)} data-testid="gallery-title-zh" />
-        <TextInput size="xs" label={t('titleEn')} value={titleEn} onChange={(e) => setTitleEn(e.currentTarget.value)} data-testid="gallery-title-en" />
+        <TextInput
+          size="xs"
+          label={t('titleZh')}
+          value={titleZh}
+          onChange={(e) => setTitleZh(e.currentTarget.value)}
+          data-testid="gallery-title-zh"
+        />
+        <TextInput
+          size="xs"
+          label={t('titleEn')}
+          value={titleEn}
+          onChange={(e) => setTitleEn(e.currentTarget.value)}
+          data-testid="gallery-title-en"
+        />
         {dirty && (
           <Button size="xs" onClick={() => update.mutate({ titleZh, titleEn })} data-testid="gallery-save">
             {t('save')}
@@ -43,11 +62,18 @@ function GalleryCard({ image }: { image: GalleryImage }) {
           <OrderInput value={image.sortOrder} onSave={(sortOrder) => update.mutate({ sortOrder })} />
           <Stack gap={4} align="flex-end">
             {image.enabled ? <Badge color="green">{t('enabled')}</Badge> : <Badge color="gray">{t('disabled')}</Badge>}
-            <Switch label={t('enabled')} checked={image.enabled} onChange={(e) => update.mutate({ enabled: e.currentTarget.checked })} />
+            <Switch
+              label={t('enabled')}
+              checked={image.enabled}
+              onChange={(e) => update.mutate({ enabled: e.currentTarget.checked })}
+            />
           </Stack>
         </Group>
         <Group justify="flex-end">
-          <ConfirmButton message={t('confirmDelete', { name: image.title || image.imageUrl.split('/').pop() || '' })} onConfirm={() => remove.mutate()}>
+          <ConfirmButton
+            message={t('confirmDelete', { name: image.title || image.imageUrl.split('/').pop() || '' })}
+            onConfirm={() => remove.mutate()}
+          >
             {t('delete')}
           </ConfirmButton>
         </Group>
@@ -64,7 +90,11 @@ export function GalleryPage() {
   });
   const add = useWrite({
     mutationFn: async (imageUrl: string) =>
-      data(await api.POST('/api/gallery', { body: { imageUrl, titleZh: '', sortOrder: (list.data?.at(-1)?.sortOrder ?? -1) + 1, enabled: true } })),
+      data(
+        await api.POST('/api/gallery', {
+          body: { imageUrl, titleZh: '', sortOrder: (list.data?.at(-1)?.sortOrder ?? -1) + 1, enabled: true },
+        }),
+      ),
     invalidate: KEY,
     success: 'created',
   });
@@ -72,7 +102,12 @@ export function GalleryPage() {
     <Stack>
       <Group justify="space-between">
         <Title order={2}>{t('gallery')}</Title>
-        <UploadButton label={t('newGalleryImage')} accept="image/*" onUploaded={(r) => add.mutate(r.filePath)} testId="gallery-input" />
+        <UploadButton
+          label={t('newGalleryImage')}
+          accept="image/*"
+          onUploaded={(r) => add.mutate(r.filePath)}
+          testId="gallery-input"
+        />
       </Group>
       {list.data?.length === 0 && <Text c="dimmed">{t('noGallery')}</Text>}
       <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }}>

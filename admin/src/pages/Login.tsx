@@ -19,7 +19,9 @@ export function LoginPage({ onLoggedIn }: { onLoggedIn: (user: Awaited<ReturnTyp
   const [askCode, setAskCode] = useState(false);
   const login = useMutation({
     mutationFn: async (code: string) => {
-      data(await api.POST('/api/admin/login', { body: { username, password, ...(code === '' ? {} : { totp: code }) } }));
+      data(
+        await api.POST('/api/admin/login', { body: { username, password, ...(code === '' ? {} : { totp: code }) } }),
+      );
       // The login answer names the user; `me` adds the role the console needs.
       return fetchMe();
     },
@@ -49,8 +51,20 @@ export function LoginPage({ onLoggedIn }: { onLoggedIn: (user: Awaited<ReturnTyp
                 {totpRequired(login.error) ? t('totpWrong') : describeError(login.error, t)}
               </Alert>
             )}
-            <TextInput label={t('username')} value={username} onChange={(e) => setUsername(e.currentTarget.value)} name="username" required />
-            <PasswordInput label={t('password')} value={password} onChange={(e) => setPassword(e.currentTarget.value)} name="password" required />
+            <TextInput
+              label={t('username')}
+              value={username}
+              onChange={(e) => setUsername(e.currentTarget.value)}
+              name="username"
+              required
+            />
+            <PasswordInput
+              label={t('password')}
+              value={password}
+              onChange={(e) => setPassword(e.currentTarget.value)}
+              name="password"
+              required
+            />
             {askCode && (
               <TextInput
                 label={t('totpLoginCode')}

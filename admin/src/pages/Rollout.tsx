@@ -1,5 +1,18 @@
 import { LineChart } from '@mantine/charts';
-import { Alert, Badge, Button, Card, Group, NumberInput, SimpleGrid, Slider, Stack, Switch, Text, Title } from '@mantine/core';
+import {
+  Alert,
+  Badge,
+  Button,
+  Card,
+  Group,
+  NumberInput,
+  SimpleGrid,
+  Slider,
+  Stack,
+  Switch,
+  Text,
+  Title,
+} from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { api, data } from '../api/client';
@@ -12,7 +25,8 @@ import type { Version } from './Software';
 const KEY = ['software'] as const;
 const MARKS = [1, 5, 10, 25, 50, 100].map((value) => ({ value, label: `${value}%` }));
 
-const percentOf = (share: number | null | undefined) => (share === null || share === undefined ? '–' : `${Math.round(share * 1000) / 10}%`);
+const percentOf = (share: number | null | undefined) =>
+  share === null || share === undefined ? '–' : `${Math.round(share * 1000) / 10}%`;
 
 /** Where a version's rollout stands, as a badge for the versions table. */
 export function RolloutBadge({ version }: { version: Version }) {
@@ -26,14 +40,18 @@ export function RolloutBadge({ version }: { version: Version }) {
 function AutoHalt({ version }: { version: Version }) {
   const { t } = useI18n();
   const [enabled, setEnabled] = useState(version.autoHalt !== null);
-  const [maxQuietPercent, setMaxQuietPercent] = useState<number | string>(Math.round((version.autoHalt?.maxQuietRate ?? 0.2) * 100));
+  const [maxQuietPercent, setMaxQuietPercent] = useState<number | string>(
+    Math.round((version.autoHalt?.maxQuietRate ?? 0.2) * 100),
+  );
   const [minDevices, setMinDevices] = useState<number | string>(version.autoHalt?.minDevices ?? 20);
   const save = useWrite({
     mutationFn: async () =>
       data(
         await api.PUT('/api/software/versions/{versionId}', {
           params: { path: { versionId: version.id } },
-          body: { autoHalt: enabled ? { maxQuietRate: Number(maxQuietPercent) / 100, minDevices: Number(minDevices) } : null },
+          body: {
+            autoHalt: enabled ? { maxQuietRate: Number(maxQuietPercent) / 100, minDevices: Number(minDevices) } : null,
+          },
         }),
       ),
     invalidate: KEY,
@@ -41,10 +59,33 @@ function AutoHalt({ version }: { version: Version }) {
   });
   return (
     <Card withBorder>
-      <Switch label={t('autoHalt')} description={t('autoHaltHint')} checked={enabled} onChange={(e) => setEnabled(e.currentTarget.checked)} data-testid="auto-halt" />
+      <Switch
+        label={t('autoHalt')}
+        description={t('autoHaltHint')}
+        checked={enabled}
+        onChange={(e) => setEnabled(e.currentTarget.checked)}
+        data-testid="auto-halt"
+      />
       <Group align="flex-end" mt="sm">
-        <NumberInput label={t('maxQuietRate')} value={maxQuietPercent} onChange={setMaxQuietPercent} min={0} max={100} suffix="%" disabled={!enabled} w={180} />
-        <NumberInput label={t('minDevices')} value={minDevices} onChange={setMinDevices} min={1} allowDecimal={false} disabled={!enabled} w={180} />
+        <NumberInput
+          label={t('maxQuietRate')}
+          value={maxQuietPercent}
+          onChange={setMaxQuietPercent}
+          min={0}
+          max={100}
+          suffix="%"
+          disabled={!enabled}
+          w={180}
+        />
+        <NumberInput
+          label={t('minDevices')}
+          value={minDevices}
+          onChange={setMinDevices}
+          min={1}
+          allowDecimal={false}
+          disabled={!enabled}
+          w={180}
+        />
         <Button variant="default" onClick={() => save.mutate()} loading={save.isPending} data-testid="auto-halt-save">
           {t('save')}
         </Button>
@@ -60,12 +101,22 @@ export function RolloutPanel({ version }: { version: Version }) {
   const percent = draft ?? version.rolloutPercent;
   const health = useQuery({
     queryKey: [...KEY, 'rollout', version.id],
-    queryFn: async () => data(await api.GET('/api/admin/software/versions/{versionId}/rollout', { params: { path: { versionId: version.id } } })),
+    queryFn: async () =>
+      data(
+        await api.GET('/api/admin/software/versions/{versionId}/rollout', {
+          params: { path: { versionId: version.id } },
+        }),
+      ),
     refetchInterval: 15_000,
   });
   const setRollout = useWrite({
     mutationFn: async (rolloutPercent: number) =>
-      data(await api.PUT('/api/software/versions/{versionId}', { params: { path: { versionId: version.id } }, body: { rolloutPercent } })),
+      data(
+        await api.PUT('/api/software/versions/{versionId}', {
+          params: { path: { versionId: version.id } },
+          body: { rolloutPercent },
+        }),
+      ),
     invalidate: KEY,
     success: 'saved',
     onDone: () => setDraft(null),
@@ -75,7 +126,9 @@ export function RolloutPanel({ version }: { version: Version }) {
       data(
         action === 'revoke'
           ? await api.POST('/api/software/versions/{versionId}/revoke', { params: { path: { versionId: version.id } } })
-          : await api.POST('/api/software/versions/{versionId}/unrevoke', { params: { path: { versionId: version.id } } }),
+          : await api.POST('/api/software/versions/{versionId}/unrevoke', {
+              params: { path: { versionId: version.id } },
+            }),
       ),
     invalidate: KEY,
     success: 'saved',
@@ -85,11 +138,17 @@ export function RolloutPanel({ version }: { version: Version }) {
   const queryClient = useQueryClient();
   const haltedMeanwhile = h !== undefined && h.haltedAt !== version.haltedAt;
   useEffect(() => {
-    if (haltedMeanwhile) void queryClient.invalidateQueries({ queryKey: KEY, predicate: (query) => query.queryKey[1] !== 'rollout' });
+    if (haltedMeanwhile)
+      void queryClient.invalidateQueries({ queryKey: KEY, predicate: (query) => query.queryKey[1] !== 'rollout' });
   }, [haltedMeanwhile, queryClient]);
   const previous = h?.previous ?? null;
   const timeline = (h?.timeline ?? []).map((p) => ({
-    at: new Date(p.at).toLocaleString(undefined, { month: 'numeric', day: 'numeric', hour: '2-digit', minute: '2-digit' }),
+    at: new Date(p.at).toLocaleString(undefined, {
+      month: 'numeric',
+      day: 'numeric',
+      hour: '2-digit',
+      minute: '2-digit',
+    }),
     current: p.devicesOnVersion,
     previous: p.devicesOnPrevious,
   }));
@@ -112,22 +171,53 @@ export function RolloutPanel({ version }: { version: Version }) {
             {version.rolloutPercent}%
           </Text>
         </Group>
-        <Slider value={percent} onChange={setDraft} min={0} max={100} marks={MARKS} label={(v) => `${v}%`} mb="xl" data-testid="rollout-slider" />
+        <Slider
+          value={percent}
+          onChange={setDraft}
+          min={0}
+          max={100}
+          marks={MARKS}
+          label={(v) => `${v}%`}
+          mb="xl"
+          data-testid="rollout-slider"
+        />
         <Group justify="space-between" mt="lg">
           {version.revokedAt === null ? (
-            <ConfirmButton size="sm" message={t('confirmRevokeVersion', { version: version.version })} onConfirm={() => revocation.mutate('revoke')} data-testid="revoke-version">
+            <ConfirmButton
+              size="sm"
+              message={t('confirmRevokeVersion', { version: version.version })}
+              onConfirm={() => revocation.mutate('revoke')}
+              data-testid="revoke-version"
+            >
               {t('revokeVersion')}
             </ConfirmButton>
           ) : (
-            <ConfirmButton size="sm" color="blue" message={t('confirmUnrevokeVersion', { version: version.version })} onConfirm={() => revocation.mutate('unrevoke')} data-testid="unrevoke-version">
+            <ConfirmButton
+              size="sm"
+              color="blue"
+              message={t('confirmUnrevokeVersion', { version: version.version })}
+              onConfirm={() => revocation.mutate('unrevoke')}
+              data-testid="unrevoke-version"
+            >
               {t('unrevokeVersion')}
             </ConfirmButton>
           )}
           <Group gap="xs">
-            <Button color="orange" variant="light" onClick={() => setRollout.mutate(0)} disabled={version.rolloutPercent === 0} data-testid="rollout-halt">
+            <Button
+              color="orange"
+              variant="light"
+              onClick={() => setRollout.mutate(0)}
+              disabled={version.rolloutPercent === 0}
+              data-testid="rollout-halt"
+            >
               {t('halt')}
             </Button>
-            <Button onClick={() => setRollout.mutate(percent)} disabled={percent === version.rolloutPercent} loading={setRollout.isPending} data-testid="rollout-apply">
+            <Button
+              onClick={() => setRollout.mutate(percent)}
+              disabled={percent === version.rolloutPercent}
+              loading={setRollout.isPending}
+              data-testid="rollout-apply"
+            >
               {t('applyRollout', { percent })}
             </Button>
           </Group>
@@ -137,8 +227,16 @@ export function RolloutPanel({ version }: { version: Version }) {
         <Stat label={t('devicesOnVersion')} value={h?.devicesOnVersion} testId="health-devices" />
         <Stat label={t('onlineOnVersion')} value={h?.onlineOnVersion} testId="health-online" />
         <Stat label={t('quietAfterUpdate')} value={h && percentOf(h.quietAfterUpdate)} testId="health-quiet" />
-        <Stat label={t('previousDevices', { version: previous?.version ?? '–' })} value={previous?.devicesOnVersion} testId="health-previous-devices" />
-        <Stat label={t('previousQuiet', { version: previous?.version ?? '–' })} value={previous && percentOf(previous.quietAfterUpdate)} testId="health-previous-quiet" />
+        <Stat
+          label={t('previousDevices', { version: previous?.version ?? '–' })}
+          value={previous?.devicesOnVersion}
+          testId="health-previous-devices"
+        />
+        <Stat
+          label={t('previousQuiet', { version: previous?.version ?? '–' })}
+          value={previous && percentOf(previous.quietAfterUpdate)}
+          testId="health-previous-quiet"
+        />
       </SimpleGrid>
       <Card withBorder>
         <Title order={5} mb="xs">

@@ -18,7 +18,11 @@ async function fingerprint(publicKey: string): Promise<string | null> {
 
 function Fingerprint({ publicKey }: { publicKey: string }) {
   const { t } = useI18n();
-  const value = useQuery({ queryKey: [...KEY, 'fingerprint', publicKey], queryFn: () => fingerprint(publicKey), staleTime: Infinity });
+  const value = useQuery({
+    queryKey: [...KEY, 'fingerprint', publicKey],
+    queryFn: () => fingerprint(publicKey),
+    staleTime: Infinity,
+  });
   if (value.data === undefined) return null;
   return value.data === null ? (
     <Text size="xs" c="dimmed">
@@ -43,7 +47,15 @@ export function SigningKeysPage() {
     <Stack>
       <Group justify="space-between">
         <Title order={2}>{t('signingKeys')}</Title>
-        <ConfirmButton color="orange" variant="filled" size="sm" message={t('confirmRotate')} onConfirm={() => rotate.mutate()} loading={rotate.isPending} data-testid="rotate-key">
+        <ConfirmButton
+          color="orange"
+          variant="filled"
+          size="sm"
+          message={t('confirmRotate')}
+          onConfirm={() => rotate.mutate()}
+          loading={rotate.isPending}
+          data-testid="rotate-key"
+        >
           {t('rotateKey')}
         </ConfirmButton>
       </Group>
@@ -78,7 +90,11 @@ export function SigningKeysPage() {
                     <Code fz="xs">{key.publicKey}</Code>
                   </Table.Td>
                   <Table.Td miw={110}>
-                    {key.status === 'active' ? <Badge color="green">{t('keyActive')}</Badge> : <Badge color="gray">{t('keyRetired')}</Badge>}
+                    {key.status === 'active' ? (
+                      <Badge color="green">{t('keyActive')}</Badge>
+                    ) : (
+                      <Badge color="gray">{t('keyRetired')}</Badge>
+                    )}
                   </Table.Td>
                   <Table.Td>{new Date(key.createdAt).toLocaleString()}</Table.Td>
                   <Table.Td>

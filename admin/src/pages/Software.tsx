@@ -1,10 +1,31 @@
-import { Badge, Button, Card, Group, Modal, NumberInput, Stack, Switch, Table, Text, Textarea, TextInput, Title } from '@mantine/core';
+import {
+  Badge,
+  Button,
+  Card,
+  Group,
+  Modal,
+  NumberInput,
+  Stack,
+  Switch,
+  Table,
+  Text,
+  Textarea,
+  TextInput,
+  Title,
+} from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data, type Paths } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
-import { emptySource, FileSource, type FileSourceValue, sourceBody, sourceReady, storedSource } from '../components/FileSource';
+import {
+  emptySource,
+  FileSource,
+  type FileSourceValue,
+  sourceBody,
+  sourceReady,
+  storedSource,
+} from '../components/FileSource';
 import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
 import { formatBytes, Sha256 } from '../components/Upload';
 import { notifyError } from '../errors';
@@ -37,8 +58,16 @@ function PackageForm({
       }}
     >
       <Stack>
-        {withSlug && <TextInput label={t('slug')} value={value.slug} onChange={set('slug')} required data-testid="pkg-slug" />}
-        <TextInput label={t('nameZh')} value={value.nameZh} onChange={set('nameZh')} required data-testid="pkg-name-zh" />
+        {withSlug && (
+          <TextInput label={t('slug')} value={value.slug} onChange={set('slug')} required data-testid="pkg-slug" />
+        )}
+        <TextInput
+          label={t('nameZh')}
+          value={value.nameZh}
+          onChange={set('nameZh')}
+          required
+          data-testid="pkg-name-zh"
+        />
         <TextInput label={t('nameEn')} value={value.nameEn} onChange={set('nameEn')} data-testid="pkg-name-en" />
         <Textarea label={`${t('description')} (中文)`} value={value.descriptionZh} onChange={set('descriptionZh')} />
         <Textarea label={`${t('description')} (English)`} value={value.descriptionEn} onChange={set('descriptionEn')} />
@@ -50,7 +79,8 @@ function PackageForm({
   );
 }
 
-export type Version = Paths['/api/admin/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
+export type Version =
+  Paths['/api/admin/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
 
 interface VersionFormValue {
   version: string;
@@ -105,11 +135,17 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
   const { t } = useI18n();
   const initial = editing === undefined ? emptyVersion : versionForm(editing);
   const [value, setValue] = useState(initial);
-  const set = <K extends keyof VersionFormValue>(key: K, next: VersionFormValue[K]) => setValue({ ...value, [key]: next });
+  const set = <K extends keyof VersionFormValue>(key: K, next: VersionFormValue[K]) =>
+    setValue({ ...value, [key]: next });
   const save = useWrite({
     mutationFn: async () =>
       editing === undefined
-        ? data(await api.POST('/api/software/{id}/versions', { params: { path: { id: packageId } }, body: versionBody(value) }))
+        ? data(
+            await api.POST('/api/software/{id}/versions', {
+              params: { path: { id: packageId } },
+              body: versionBody(value),
+            }),
+          )
         : data(
             await api.PUT('/api/software/versions/{versionId}', {
               params: { path: { versionId: editing.id } },
@@ -130,15 +166,55 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
     >
       <Stack>
         <Group grow>
-          <TextInput label={t('version')} value={value.version} onChange={(e) => set('version', e.currentTarget.value)} required placeholder="1.2.0" data-testid="ver-version" />
-          <NumberInput label={t('versionCode')} value={value.versionCode} onChange={(c) => set('versionCode', c)} required min={0} allowDecimal={false} data-testid="ver-code" />
+          <TextInput
+            label={t('version')}
+            value={value.version}
+            onChange={(e) => set('version', e.currentTarget.value)}
+            required
+            placeholder="1.2.0"
+            data-testid="ver-version"
+          />
+          <NumberInput
+            label={t('versionCode')}
+            value={value.versionCode}
+            onChange={(c) => set('versionCode', c)}
+            required
+            min={0}
+            allowDecimal={false}
+            data-testid="ver-code"
+          />
         </Group>
         <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
-        <Textarea label={t('changelogZh')} value={value.changelogZh} onChange={(e) => set('changelogZh', e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-zh" />
-        <Textarea label={t('changelogEn')} value={value.changelogEn} onChange={(e) => set('changelogEn', e.currentTarget.value)} autosize minRows={3} data-testid="ver-changelog-en" />
+        <Textarea
+          label={t('changelogZh')}
+          value={value.changelogZh}
+          onChange={(e) => set('changelogZh', e.currentTarget.value)}
+          autosize
+          minRows={3}
+          data-testid="ver-changelog-zh"
+        />
+        <Textarea
+          label={t('changelogEn')}
+          value={value.changelogEn}
+          onChange={(e) => set('changelogEn', e.currentTarget.value)}
+          autosize
+          minRows={3}
+          data-testid="ver-changelog-en"
+        />
         <Group grow>
-          <TextInput label={t('minVersion')} value={value.minVersion} onChange={(e) => set('minVersion', e.currentTarget.value)} data-testid="ver-min-version" />
-          <Switch label={t('forceUpdate')} checked={value.forceUpdate} onChange={(e) => set('forceUpdate', e.currentTarget.checked)} mt="lg" data-testid="ver-force" />
+          <TextInput
+            label={t('minVersion')}
+            value={value.minVersion}
+            onChange={(e) => set('minVersion', e.currentTarget.value)}
+            data-testid="ver-min-version"
+          />
+          <Switch
+            label={t('forceUpdate')}
+            checked={value.forceUpdate}
+            onChange={(e) => set('forceUpdate', e.currentTarget.checked)}
+            mt="lg"
+            data-testid="ver-force"
+          />
         </Group>
         <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
         <Button type="submit" loading={save.isPending} data-testid="ver-submit">
@@ -154,7 +230,10 @@ function usePackageDetail(packageId: string) {
   const { lang } = useI18n();
   return useQuery({
     queryKey: [...KEY, packageId, lang],
-    queryFn: async () => data(await api.GET('/api/admin/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } })),
+    queryFn: async () =>
+      data(
+        await api.GET('/api/admin/software/{idOrSlug}', { params: { path: { idOrSlug: packageId }, query: { lang } } }),
+      ),
   });
 }
 
@@ -165,7 +244,12 @@ function Versions({ packageId }: { packageId: string }) {
   const detail = usePackageDetail(packageId);
   const update = useWrite({
     mutationFn: async (args: { id: string; body: { isLatest?: boolean; forceUpdate?: boolean } }) =>
-      data(await api.PUT('/api/software/versions/{versionId}', { params: { path: { versionId: args.id } }, body: args.body })),
+      data(
+        await api.PUT('/api/software/versions/{versionId}', {
+          params: { path: { versionId: args.id } },
+          body: args.body,
+        }),
+      ),
     invalidate: KEY,
     success: 'saved',
   });
@@ -177,7 +261,12 @@ function Versions({ packageId }: { packageId: string }) {
   });
   const versions = detail.data?.versions ?? [];
   const rollout = versions.find((v) => v.id === rolloutId);
-  if (versions.length === 0) return <Text c="dimmed" size="sm">{detail.isPending ? t('loading') : t('noVersions')}</Text>;
+  if (versions.length === 0)
+    return (
+      <Text c="dimmed" size="sm">
+        {detail.isPending ? t('loading') : t('noVersions')}
+      </Text>
+    );
   return (
     <Table.ScrollContainer minWidth={1000}>
       <Table striped data-testid={`versions-${packageId}`}>
@@ -225,10 +314,16 @@ function Versions({ packageId }: { packageId: string }) {
                 <RolloutBadge version={v} />
               </Table.Td>
               <Table.Td>
-                <Switch size="xs" checked={v.forceUpdate} onChange={(e) => update.mutate({ id: v.id, body: { forceUpdate: e.currentTarget.checked } })} />
+                <Switch
+                  size="xs"
+                  checked={v.forceUpdate}
+                  onChange={(e) => update.mutate({ id: v.id, body: { forceUpdate: e.currentTarget.checked } })}
+                />
               </Table.Td>
               <Table.Td>{v.minVersion ?? '–'}</Table.Td>
-              <Table.Td>{new Date(v.createdAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}</Table.Td>
+              <Table.Td>
+                {new Date(v.createdAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}
+              </Table.Td>
               <Table.Td miw={170}>
                 <Group gap={4}>
                   <Button size="xs" variant="default" onClick={() => setEditing(v)} data-testid="edit-version">
@@ -238,11 +333,18 @@ function Versions({ packageId }: { packageId: string }) {
                     {t('rollout')}
                   </Button>
                   {!v.isLatest && (
-                    <Button size="xs" variant="light" onClick={() => update.mutate({ id: v.id, body: { isLatest: true } })}>
+                    <Button
+                      size="xs"
+                      variant="light"
+                      onClick={() => update.mutate({ id: v.id, body: { isLatest: true } })}
+                    >
                       {t('setLatest')}
                     </Button>
                   )}
-                  <ConfirmButton message={t('confirmDelete', { name: v.version })} onConfirm={() => remove.mutate(v.id)}>
+                  <ConfirmButton
+                    message={t('confirmDelete', { name: v.version })}
+                    onConfirm={() => remove.mutate(v.id)}
+                  >
                     {t('delete')}
                   </ConfirmButton>
                 </Group>
@@ -251,17 +353,35 @@ function Versions({ packageId }: { packageId: string }) {
           ))}
         </Table.Tbody>
       </Table>
-      <Modal opened={editing !== null} onClose={() => setEditing(null)} title={`${t('editVersion')} · ${editing?.version ?? ''}`} size="lg">
+      <Modal
+        opened={editing !== null}
+        onClose={() => setEditing(null)}
+        title={`${t('editVersion')} · ${editing?.version ?? ''}`}
+        size="lg"
+      >
         {editing !== null && <VersionForm packageId={packageId} editing={editing} onDone={() => setEditing(null)} />}
       </Modal>
-      <Modal opened={rollout !== undefined} onClose={() => setRolloutId(null)} title={t('rolloutOf', { version: rollout?.version ?? '' })} size="xl">
+      <Modal
+        opened={rollout !== undefined}
+        onClose={() => setRolloutId(null)}
+        title={t('rolloutOf', { version: rollout?.version ?? '' })}
+        size="xl"
+      >
         {rollout !== undefined && <RolloutPanel version={rollout} />}
       </Modal>
     </Table.ScrollContainer>
   );
 }
 
-type Pkg = { id: string; slug: string; name: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string };
+type Pkg = {
+  id: string;
+  slug: string;
+  name: string;
+  nameZh: string;
+  nameEn: string;
+  descriptionZh: string;
+  descriptionEn: string;
+};
 
 function PackageCard({ pkg }: { pkg: Pkg }) {
   const { t } = useI18n();
@@ -269,8 +389,13 @@ function PackageCard({ pkg }: { pkg: Pkg }) {
   const [renaming, rename] = useDisclosure(false);
   const [adding, add] = useDisclosure(false);
   const update = useWrite({
-    mutationFn: async (body: { slug: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string }) =>
-      data(await api.PUT('/api/software/{id}', { params: { path: { id: pkg.id } }, body })),
+    mutationFn: async (body: {
+      slug: string;
+      nameZh: string;
+      nameEn: string;
+      descriptionZh: string;
+      descriptionEn: string;
+    }) => data(await api.PUT('/api/software/{id}', { params: { path: { id: pkg.id } }, body })),
     invalidate: KEY,
     success: 'saved',
     onDone: rename.close,
@@ -320,8 +445,13 @@ export function SoftwarePage() {
     queryFn: async () => data(await api.GET('/api/software', { params: { query: { lang } } })),
   });
   const add = useWrite({
-    mutationFn: async (body: { slug: string; nameZh: string; nameEn: string; descriptionZh: string; descriptionEn: string }) =>
-      data(await api.POST('/api/software', { body })),
+    mutationFn: async (body: {
+      slug: string;
+      nameZh: string;
+      nameEn: string;
+      descriptionZh: string;
+      descriptionEn: string;
+    }) => data(await api.POST('/api/software', { body })),
     invalidate: KEY,
     success: 'created',
     onDone: create.close,
@@ -335,7 +465,9 @@ export function SoftwarePage() {
         </Button>
       </Group>
       {list.data?.length === 0 && <Text c="dimmed">{t('noPackages')}</Text>}
-      {list.data?.map((pkg) => <PackageCard key={pkg.id} pkg={pkg} />)}
+      {list.data?.map((pkg) => (
+        <PackageCard key={pkg.id} pkg={pkg} />
+      ))}
       <Modal opened={creating} onClose={create.close} title={t('newPackage')} size="lg">
         <PackageForm
           initial={{ slug: '', nameZh: '', nameEn: '', descriptionZh: '', descriptionEn: '' }}

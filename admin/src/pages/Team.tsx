@@ -1,4 +1,18 @@
-import { Alert, Badge, Button, Card, Group, Modal, PasswordInput, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import {
+  Alert,
+  Badge,
+  Button,
+  Card,
+  Group,
+  Modal,
+  PasswordInput,
+  Select,
+  Stack,
+  Table,
+  Text,
+  TextInput,
+  Title,
+} from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -33,7 +47,8 @@ export function useRoleOptions(roles: readonly Role[] = ROLES) {
 
 function useUpdateAccount(id: string, onDone?: () => void) {
   return useWrite({
-    mutationFn: async (body: AccountChange) => data(await api.PUT('/api/admin/users/{id}', { params: { path: { id } }, body })),
+    mutationFn: async (body: AccountChange) =>
+      data(await api.PUT('/api/admin/users/{id}', { params: { path: { id } }, body })),
     // One's own role may be what changed.
     invalidate: [USERS_KEY, ME_KEY],
     success: 'saved',
@@ -62,7 +77,8 @@ function NewAccount() {
   const [role, setRole] = useState<Role>('editor');
   const roleOptions = useRoleOptions();
   const create = useWrite({
-    mutationFn: async () => data(await api.POST('/api/admin/users', { body: { username: username.trim(), password, role } })),
+    mutationFn: async () =>
+      data(await api.POST('/api/admin/users', { body: { username: username.trim(), password, role } })),
     invalidate: USERS_KEY,
     success: 'accountCreated',
     onDone: () => {
@@ -82,12 +98,30 @@ function NewAccount() {
         }}
       >
         <Group align="flex-start" grow>
-          <TextInput label={t('username')} value={username} onChange={(e) => setUsername(e.currentTarget.value)} required data-testid="account-username" />
+          <TextInput
+            label={t('username')}
+            value={username}
+            onChange={(e) => setUsername(e.currentTarget.value)}
+            required
+            data-testid="account-username"
+          />
           <PasswordField label={t('password')} value={password} onChange={setPassword} testId="account-password" />
-          <Select label={t('role')} data={roleOptions} value={role} onChange={(v) => v && setRole(v as Role)} allowDeselect={false} data-testid="account-role" />
+          <Select
+            label={t('role')}
+            data={roleOptions}
+            value={role}
+            onChange={(v) => v && setRole(v as Role)}
+            allowDeselect={false}
+            data-testid="account-role"
+          />
         </Group>
         <Group justify="flex-end" mt="md">
-          <Button type="submit" loading={create.isPending} disabled={password.length < MIN_PASSWORD} data-testid="account-create">
+          <Button
+            type="submit"
+            loading={create.isPending}
+            disabled={password.length < MIN_PASSWORD}
+            data-testid="account-create"
+          >
             {t('createAccount')}
           </Button>
         </Group>
@@ -120,8 +154,18 @@ function ResetPassword({ account }: { account: Account }) {
             <Text size="sm" c="dimmed">
               {t('resetPasswordNote')}
             </Text>
-            <PasswordField label={t('newPassword')} value={password} onChange={setPassword} testId="reset-password-input" />
-            <Button type="submit" loading={reset.isPending} disabled={password.length < MIN_PASSWORD} data-testid="reset-password-submit">
+            <PasswordField
+              label={t('newPassword')}
+              value={password}
+              onChange={setPassword}
+              testId="reset-password-input"
+            />
+            <Button
+              type="submit"
+              loading={reset.isPending}
+              disabled={password.length < MIN_PASSWORD}
+              data-testid="reset-password-submit"
+            >
               {t('resetPassword')}
             </Button>
           </Stack>
@@ -155,7 +199,9 @@ function AccountRow({ account, self }: { account: Account; self: boolean }) {
           data-testid="account-role-select"
         />
       </Table.Td>
-      <Table.Td>{account.totpEnabled ? <Badge color="green">{t('totpOn')}</Badge> : <Badge color="gray">{t('totpOff')}</Badge>}</Table.Td>
+      <Table.Td>
+        {account.totpEnabled ? <Badge color="green">{t('totpOn')}</Badge> : <Badge color="gray">{t('totpOff')}</Badge>}
+      </Table.Td>
       <Table.Td>
         {account.disabled ? (
           <Badge color="red" data-testid="account-status">

@@ -1,4 +1,20 @@
-import { Alert, Badge, Button, Card, Code, Group, Modal, MultiSelect, Select, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
+import {
+  Alert,
+  Badge,
+  Button,
+  Card,
+  Code,
+  Group,
+  Modal,
+  MultiSelect,
+  Select,
+  Stack,
+  Switch,
+  Table,
+  Text,
+  TextInput,
+  Title,
+} from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -8,7 +24,14 @@ import { useI18n } from '../i18n';
 import { useWrite } from '../write';
 
 const KEY = ['webhooks'] as const;
-const EVENTS = ['version.published', 'version.rollout_changed', 'version.revoked', 'release.published', 'article.published', 'addon.created'] as const;
+const EVENTS = [
+  'version.published',
+  'version.rollout_changed',
+  'version.revoked',
+  'release.published',
+  'article.published',
+  'addon.created',
+] as const;
 type Format = 'json' | 'discord';
 
 function useWebhooks() {
@@ -34,7 +57,11 @@ function NewWebhook({ onSecret }: { onSecret: (secret: string) => void }) {
   const [events, setEvents] = useState<string[]>(['release.published']);
   const create = useWrite({
     mutationFn: async () =>
-      data(await api.POST('/api/admin/webhooks', { body: { url: url.trim(), format, events: events as (typeof EVENTS)[number][] } })),
+      data(
+        await api.POST('/api/admin/webhooks', {
+          body: { url: url.trim(), format, events: events as (typeof EVENTS)[number][] },
+        }),
+      ),
     invalidate: KEY,
     success: 'webhookCreated',
     onDone: (created) => {
@@ -55,7 +82,14 @@ function NewWebhook({ onSecret }: { onSecret: (secret: string) => void }) {
       >
         <Stack>
           <Group align="flex-start" grow>
-            <TextInput label={t('webhookUrl')} placeholder="https://" value={url} onChange={(e) => setUrl(e.currentTarget.value)} required data-testid="webhook-url" />
+            <TextInput
+              label={t('webhookUrl')}
+              placeholder="https://"
+              value={url}
+              onChange={(e) => setUrl(e.currentTarget.value)}
+              required
+              data-testid="webhook-url"
+            />
             <Select
               label={t('webhookFormat')}
               data={[
@@ -68,9 +102,21 @@ function NewWebhook({ onSecret }: { onSecret: (secret: string) => void }) {
               data-testid="webhook-format"
             />
           </Group>
-          <MultiSelect label={t('webhookEvents')} data={[...EVENTS]} value={events} onChange={setEvents} required data-testid="webhook-events" />
+          <MultiSelect
+            label={t('webhookEvents')}
+            data={[...EVENTS]}
+            value={events}
+            onChange={setEvents}
+            required
+            data-testid="webhook-events"
+          />
           <Group justify="flex-end">
-            <Button type="submit" loading={create.isPending} disabled={url.trim() === '' || events.length === 0} data-testid="webhook-create">
+            <Button
+              type="submit"
+              loading={create.isPending}
+              disabled={url.trim() === '' || events.length === 0}
+              data-testid="webhook-create"
+            >
               {t('createWebhook')}
             </Button>
           </Group>
@@ -85,7 +131,8 @@ function Deliveries({ webhook }: { webhook: Webhook }) {
   const [opened, { open, close }] = useDisclosure(false);
   const deliveries = useQuery({
     queryKey: [...KEY, webhook.id, 'deliveries'],
-    queryFn: async () => data(await api.GET('/api/admin/webhooks/{id}/deliveries', { params: { path: { id: webhook.id } } })),
+    queryFn: async () =>
+      data(await api.GET('/api/admin/webhooks/{id}/deliveries', { params: { path: { id: webhook.id } } })),
     enabled: opened,
     refetchInterval: opened ? 2000 : false,
   });
@@ -151,12 +198,14 @@ function WebhookRow({ webhook, onSecret }: { webhook: Webhook; onSecret: (secret
     onDone: (changed) => changed.secret !== undefined && onSecret(changed.secret),
   });
   const remove = useWrite({
-    mutationFn: async () => data(await api.DELETE('/api/admin/webhooks/{id}', { params: { path: { id: webhook.id } } })),
+    mutationFn: async () =>
+      data(await api.DELETE('/api/admin/webhooks/{id}', { params: { path: { id: webhook.id } } })),
     invalidate: KEY,
     success: 'deleted',
   });
   const test = useWrite({
-    mutationFn: async () => data(await api.POST('/api/admin/webhooks/{id}/test', { params: { path: { id: webhook.id } } })),
+    mutationFn: async () =>
+      data(await api.POST('/api/admin/webhooks/{id}/test', { params: { path: { id: webhook.id } } })),
     invalidate: [...KEY, webhook.id, 'deliveries'],
   });
   const result = test.data;
@@ -167,7 +216,8 @@ function WebhookRow({ webhook, onSecret }: { webhook: Webhook; onSecret: (secret
           {webhook.url}
         </Text>
         <Text size="xs" c="dimmed">
-          {webhook.format === 'discord' ? 'Discord' : t('webhookFormatJson')} · {t('webhookSecret')} {webhook.secretHint}
+          {webhook.format === 'discord' ? 'Discord' : t('webhookFormatJson')} · {t('webhookSecret')}{' '}
+          {webhook.secretHint}
         </Text>
       </Table.Td>
       <Table.Td>
@@ -180,24 +230,54 @@ function WebhookRow({ webhook, onSecret }: { webhook: Webhook; onSecret: (secret
         </Group>
       </Table.Td>
       <Table.Td>
-        <Switch checked={webhook.enabled} onChange={(e) => update.mutate({ enabled: e.currentTarget.checked })} aria-label={t('enabled')} data-testid="webhook-enabled" />
+        <Switch
+          checked={webhook.enabled}
+          onChange={(e) => update.mutate({ enabled: e.currentTarget.checked })}
+          aria-label={t('enabled')}
+          data-testid="webhook-enabled"
+        />
       </Table.Td>
       <Table.Td>
         <Group gap={4} wrap="nowrap" justify="flex-end">
-          <Button size="xs" variant="light" loading={test.isPending} onClick={() => test.mutate()} data-testid="webhook-test">
+          <Button
+            size="xs"
+            variant="light"
+            loading={test.isPending}
+            onClick={() => test.mutate()}
+            data-testid="webhook-test"
+          >
             {t('webhookSendTest')}
           </Button>
           <Deliveries webhook={webhook} />
-          <ConfirmButton size="xs" color="orange" message={t('confirmRotateWebhookSecret')} onConfirm={() => update.mutate({ rotateSecret: true })} data-testid="webhook-rotate">
+          <ConfirmButton
+            size="xs"
+            color="orange"
+            message={t('confirmRotateWebhookSecret')}
+            onConfirm={() => update.mutate({ rotateSecret: true })}
+            data-testid="webhook-rotate"
+          >
             {t('webhookRotateSecret')}
           </ConfirmButton>
-          <ConfirmButton size="xs" color="red" message={t('confirmDeleteWebhook', { url: webhook.url })} onConfirm={() => remove.mutate()} data-testid="webhook-delete">
+          <ConfirmButton
+            size="xs"
+            color="red"
+            message={t('confirmDeleteWebhook', { url: webhook.url })}
+            onConfirm={() => remove.mutate()}
+            data-testid="webhook-delete"
+          >
             {t('delete')}
           </ConfirmButton>
         </Group>
         {result !== undefined && (
-          <Text size="xs" c={result.status === 'delivered' ? 'green' : 'red'} ta="right" data-testid="webhook-test-result">
-            {result.status === 'delivered' ? t('webhookTestDelivered', { status: String(result.lastStatus) }) : t('webhookTestFailed', { error: result.lastError ?? '' })}
+          <Text
+            size="xs"
+            c={result.status === 'delivered' ? 'green' : 'red'}
+            ta="right"
+            data-testid="webhook-test-result"
+          >
+            {result.status === 'delivered'
+              ? t('webhookTestDelivered', { status: String(result.lastStatus) })
+              : t('webhookTestFailed', { error: result.lastError ?? '' })}
           </Text>
         )}
       </Table.Td>

@@ -5,7 +5,6 @@ import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { COUNTERS_STATE_ID } from '../downloads/counting.js';
 
-
 /** Longest `IN (…)` list sent in one statement; well under both engines' parameter limits. */
 const CHUNK = 500;
 
@@ -177,7 +176,11 @@ export async function countersAfter(
   db: Db,
   since: number,
 ): Promise<{ totals: { id: string; totalDownloads: number }[]; releases: { id: string; downloadCount: number }[] }> {
-  const totals = await db.selectFrom('addons').select(['id', 'totalDownloads']).where('counterSeq', '>', since).execute();
+  const totals = await db
+    .selectFrom('addons')
+    .select(['id', 'totalDownloads'])
+    .where('counterSeq', '>', since)
+    .execute();
   const releases = await db
     .selectFrom('releases')
     .select(['id', 'downloadCount'])
@@ -185,7 +188,6 @@ export async function countersAfter(
     .execute();
   return { totals, releases };
 }
-
 
 /** Published addons, as the addon managers' index names them. */
 export function publishedAddonRefs(db: Db): Promise<Pick<AddonRow, 'id' | 'slug' | 'nameZh' | 'nameEn'>[]> {
@@ -212,6 +214,10 @@ export function publishedReleaseFiles(db: Db, at: string): Promise<ReleaseFileRo
 /** The ids of the addons with these slugs, by slug (unknown slugs are absent). */
 export async function addonIdsBySlug(db: Db, slugs: readonly string[]): Promise<Map<string, string>> {
   if (slugs.length === 0) return new Map();
-  const rows = await db.selectFrom('addons').select(['id', 'slug']).where('slug', 'in', [...slugs]).execute();
+  const rows = await db
+    .selectFrom('addons')
+    .select(['id', 'slug'])
+    .where('slug', 'in', [...slugs])
+    .execute();
   return new Map(rows.map((r) => [r.slug, r.id]));
 }

@@ -42,7 +42,10 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   /** The language and page of a list request (`page` null when neither `limit` nor `cursor` is given). */
   const paged = (request: FastifyRequest, limit: string | undefined, cursor: string | undefined): PagedRequest => ({
     lang: requestLang(request),
-    page: limit === undefined && cursor === undefined ? null : { limit: limit === undefined ? undefined : Number(limit), cursor },
+    page:
+      limit === undefined && cursor === undefined
+        ? null
+        : { limit: limit === undefined ? undefined : Number(limit), cursor },
     base: baseUrl(request, ctx.config.publicBaseUrl),
     url: request.url,
   });
@@ -99,7 +102,11 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const { addonId, limit, cursor } = request.query;
-        return sendRendered(request, reply, await addons.releaseList(addonId || undefined, paged(request, limit, cursor)));
+        return sendRendered(
+          request,
+          reply,
+          await addons.releaseList(addonId || undefined, paged(request, limit, cursor)),
+        );
       },
     );
 

@@ -92,7 +92,11 @@ const PageQuery = {
     }),
   ),
   cursor: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 1024, description: 'opaque: the `rel="next"` link of the previous page carries it' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      description: 'opaque: the `rel="next"` link of the previous page carries it',
+    }),
   ),
 };
 
@@ -111,7 +115,7 @@ export const AddonListQuery = Type.Object({
       ],
       {
         description:
-          '`updated` (default: most recently updated first), `downloads` (most first), `name` (A–Z by the answer\'s name), `created` (newest first), `relevance` (best match of `search` first: a name equal to a term, then starting with it, then holding it, then the summary)',
+          "`updated` (default: most recently updated first), `downloads` (most first), `name` (A–Z by the answer's name), `created` (newest first), `relevance` (best match of `search` first: a name equal to a term, then starting with it, then holding it, then the summary)",
       },
     ),
   ),

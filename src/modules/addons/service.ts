@@ -17,7 +17,13 @@ import type { DownloadTarget } from '../downloads/service.js';
 import { type ElementRenderer, jsonArray, ListBlocks } from './blocks.js';
 import { Counters } from './counters.js';
 import { resorted, type Sorted, sortedBy } from './order.js';
-import { buildCatalogue, Catalogue, type CatalogueEntry, type CatalogueFilter, normalizeForSearch } from './catalogue.js';
+import {
+  buildCatalogue,
+  Catalogue,
+  type CatalogueEntry,
+  type CatalogueFilter,
+  normalizeForSearch,
+} from './catalogue.js';
 import {
   type Addon,
   effectiveLatest,
@@ -129,7 +135,6 @@ interface Derived {
   readonly sorted: Map<string, Sorted & { readonly counters: Counters | null }>;
 }
 
-
 /** Answers at least this large are kept in parts and streamed (see `RenderedJson`). */
 const LARGE_ANSWER_BYTES = 8 * 1024 * 1024;
 
@@ -138,7 +143,6 @@ const LARGE_ANSWER_BYTES = 8 * 1024 * 1024;
  * addons in one language (about 190 MB) and the lists of many searches.
  */
 const MAX_BLOCK_BYTES = 256 * 1024 * 1024;
-
 
 export class AddonService {
   private generation: Generation | null = null;
@@ -214,8 +218,10 @@ export class AddonService {
   private async refreshCounters(catalogue: Catalogue): Promise<Counters> {
     const readAt = Date.now();
     const version = await repo.counterVersion(this.db);
-    const held = this.snapshot?.catalogue === catalogue ? this.snapshot.counters : Counters.of(catalogue.counterVersion);
-    const counters = version === held.version ? held : held.after(version, await repo.countersAfter(this.db, held.version));
+    const held =
+      this.snapshot?.catalogue === catalogue ? this.snapshot.counters : Counters.of(catalogue.counterVersion);
+    const counters =
+      version === held.version ? held : held.after(version, await repo.countersAfter(this.db, held.version));
     // A slower refresh that read an older version must not replace a newer snapshot.
     const current = this.snapshot;
     if (current === null || current.catalogue !== catalogue || current.counters.version <= version) {
@@ -243,7 +249,11 @@ export class AddonService {
   }
 
   /** A rendered answer of the generation, made once (concurrent requests share it) and kept within the memory budget. */
-  private rendered(generation: Generation, key: string, render: () => RenderedJson | Promise<RenderedJson>): Promise<RenderedJson> {
+  private rendered(
+    generation: Generation,
+    key: string,
+    render: () => RenderedJson | Promise<RenderedJson>,
+  ): Promise<RenderedJson> {
     const kept = generation.rendered.get(key);
     if (kept !== undefined) return kept;
     const made = Promise.resolve().then(render);
@@ -415,10 +425,8 @@ export class AddonService {
   /** `GET /api/addons/{idOrSlug}`, rendered from the database once per generation. */
   async detailJson(idOrSlug: string, lang: Lang): Promise<RenderedJson> {
     const generation = await this.current();
-    return this.rendered(
-      generation,
-      `detail|${idOrSlug}|${lang}`,
-      async () => RenderedJson.of(Buffer.from(JSON.stringify(await this.detail(idOrSlug, lang)))),
+    return this.rendered(generation, `detail|${idOrSlug}|${lang}`, async () =>
+      RenderedJson.of(Buffer.from(JSON.stringify(await this.detail(idOrSlug, lang)))),
     );
   }
 
@@ -555,7 +563,14 @@ export class AddonService {
         trx,
         'addon.created',
         { id: row.id, title: row.nameEn || row.nameZh, text: row.summaryEn || row.summaryZh },
-        { id: row.id, slug: row.slug, nameZh: row.nameZh, nameEn: row.nameEn, category: row.category, published: row.published === 1 },
+        {
+          id: row.id,
+          slug: row.slug,
+          nameZh: row.nameZh,
+          nameEn: row.nameEn,
+          category: row.category,
+          published: row.published === 1,
+        },
       );
     });
     return toAddon(row, { releases: [], latestId: undefined, releaseCount: 0 }, [], lang);
@@ -651,7 +666,8 @@ export class AddonService {
     const known = await repo.addonIdsBySlug(this.db, slugs);
     const unknown = slugs.find((slug) => !known.has(slug));
     if (unknown !== undefined) throw badRequest(`body.dependencies: no addon has the slug ${unknown}`);
-    if (slugs.some((slug) => known.get(slug) === addonId)) throw badRequest('body.dependencies: a release cannot need its own addon');
+    if (slugs.some((slug) => known.get(slug) === addonId))
+      throw badRequest('body.dependencies: a release cannot need its own addon');
     const stored: ReleaseDependency[] = given.map((d) => ({
       slug: d.slug,
       minVersion: d.minVersion ?? null,
@@ -678,7 +694,13 @@ export class AddonService {
       if (body.isLatest === true) await repo.moveLatest(trx, current.addonId, id);
       const updated = { ...current, ...fields };
       if (fields.publishAt !== undefined && newlyPublished(current.publishAt, updated.publishAt)) {
-        await recordEvent(trx, 'release.published', await releaseSubject(trx, updated), releaseData(updated), updated.publishAt);
+        await recordEvent(
+          trx,
+          'release.published',
+          await releaseSubject(trx, updated),
+          releaseData(updated),
+          updated.publishAt,
+        );
       }
     });
     return this.releaseItem(id, lang);

@@ -90,7 +90,7 @@ export class AddonUpdates {
     const index = await this.index();
     return installed.map((query) => {
       const hashed = 'sha256' in query ? index.byHash.get(query.sha256.toLowerCase()) : undefined;
-      const entry = 'sha256' in query ? (hashed && index.byId.get(hashed.addonId)) : index.bySlug.get(query.slug);
+      const entry = 'sha256' in query ? hashed && index.byId.get(hashed.addonId) : index.bySlug.get(query.slug);
       if (entry === undefined) return { query, addon: null, installed: null, updateAvailable: false, latest: null };
       const mine = 'sha256' in query ? hashed : entry.releases.find((r) => r.version === query.version);
       const { latest } = entry;

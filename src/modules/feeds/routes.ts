@@ -8,7 +8,11 @@ import { type FeedName, FeedService } from './service.js';
 const NAMES: readonly FeedName[] = ['articles.rss', 'articles.atom', 'releases.atom', 'launcher.atom'];
 
 /** Whether the client's copy is current: `If-None-Match` when sent (RFC 9110 §13.1.3), else `If-Modified-Since`. */
-function notModified(headers: Record<string, string | string[] | undefined>, etag: string, lastModified: Date): boolean {
+function notModified(
+  headers: Record<string, string | string[] | undefined>,
+  etag: string,
+  lastModified: Date,
+): boolean {
   const match = headers['if-none-match'];
   if (typeof match === 'string') {
     return match.split(',').some((tag) => ['*', etag, `W/${etag}`].includes(tag.trim()));

@@ -3,7 +3,10 @@ import type { VersionRow } from '../../db/schema.js';
 import type { EventSubject } from '../webhooks/events.js';
 
 /** A version as webhook events name it: its package's name and its version. */
-export async function versionSubject(trx: Db, version: Pick<VersionRow, 'id' | 'packageId' | 'version' | 'changelogEn' | 'changelogZh'>): Promise<EventSubject> {
+export async function versionSubject(
+  trx: Db,
+  version: Pick<VersionRow, 'id' | 'packageId' | 'version' | 'changelogEn' | 'changelogZh'>,
+): Promise<EventSubject> {
   const pkg = await trx
     .selectFrom('softwarePackages')
     .select(['nameZh', 'nameEn', 'slug'])

@@ -341,7 +341,13 @@ export class SoftwareService {
       if (body.isLatest === true) await repo.moveLatest(trx, current.packageId, versionId);
       const updated = { ...current, ...fields };
       if (fields.publishAt !== undefined && newlyPublished(current.publishAt, updated.publishAt)) {
-        await recordEvent(trx, 'version.published', await versionSubject(trx, updated), versionData(updated), updated.publishAt);
+        await recordEvent(
+          trx,
+          'version.published',
+          await versionSubject(trx, updated),
+          versionData(updated),
+          updated.publishAt,
+        );
       }
       if (body.rolloutPercent !== undefined && body.rolloutPercent !== current.rolloutPercent) {
         await recordEvent(trx, 'version.rollout_changed', await versionSubject(trx, updated), {

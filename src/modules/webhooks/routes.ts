@@ -14,7 +14,13 @@ export function webhookRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     owner.addHook('onRequest', ownerOnly);
     owner.get(
       '/api/admin/webhooks',
-      { schema: { tags, summary: 'Registered webhooks', response: { 200: Type.Array(WebhookSchema), 403: ErrorResponse } } },
+      {
+        schema: {
+          tags,
+          summary: 'Registered webhooks',
+          response: { 200: Type.Array(WebhookSchema), 403: ErrorResponse },
+        },
+      },
       async () => webhooks.list(),
     );
     owner.post(
@@ -31,7 +37,14 @@ export function webhookRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     );
     owner.get(
       '/api/admin/webhooks/:id',
-      { schema: { tags, summary: 'One webhook', params: IdParams, response: { 200: WebhookSchema, 404: ErrorResponse } } },
+      {
+        schema: {
+          tags,
+          summary: 'One webhook',
+          params: IdParams,
+          response: { 200: WebhookSchema, 404: ErrorResponse },
+        },
+      },
       async (request) => webhooks.get(request.params.id),
     );
     owner.put(
@@ -49,7 +62,14 @@ export function webhookRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     );
     owner.delete(
       '/api/admin/webhooks/:id',
-      { schema: { tags, summary: 'Remove a webhook and its deliveries', params: IdParams, response: { 200: OkResponse, 404: ErrorResponse } } },
+      {
+        schema: {
+          tags,
+          summary: 'Remove a webhook and its deliveries',
+          params: IdParams,
+          response: { 200: OkResponse, 404: ErrorResponse },
+        },
+      },
       async (request) => {
         await webhooks.remove(request.params.id);
         return { ok: true as const };

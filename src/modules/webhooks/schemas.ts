@@ -3,9 +3,15 @@ import { StringEnum } from '../../http/schemas.js';
 import { MAX_URL } from '../../http/urls.js';
 import { WEBHOOK_EVENTS } from './events.js';
 
-const Url = Type.String({ minLength: 1, maxLength: MAX_URL, format: 'http-url', description: 'http(s) URL the events are POSTed to' });
+const Url = Type.String({
+  minLength: 1,
+  maxLength: MAX_URL,
+  format: 'http-url',
+  description: 'http(s) URL the events are POSTed to',
+});
 const Format = StringEnum(['json', 'discord'], {
-  description: '`json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL',
+  description:
+    '`json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL',
 });
 const Events = Type.Array(StringEnum([...WEBHOOK_EVENTS]), { minItems: 1, maxItems: WEBHOOK_EVENTS.length * 2 });
 

@@ -204,7 +204,13 @@ export class WebhookService {
       deliveredAt: row.deliveredAt,
       log: attempts
         .filter((a) => a.deliveryId === row.id)
-        .map((a) => ({ attempt: a.attempt, at: a.at, statusCode: a.statusCode, error: a.error, durationMs: a.durationMs })),
+        .map((a) => ({
+          attempt: a.attempt,
+          at: a.at,
+          statusCode: a.statusCode,
+          error: a.error,
+          durationMs: a.durationMs,
+        })),
     }));
   }
 }

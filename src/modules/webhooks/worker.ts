@@ -76,7 +76,11 @@ async function stillScheduled(db: Db, event: WebhookEventRow): Promise<boolean> 
   const at = event.scheduledFor;
   if (at === null) return true;
   if (name === 'release.published') {
-    const row = await db.selectFrom('releases').select('publishAt').where('id', '=', event.subjectId).executeTakeFirst();
+    const row = await db
+      .selectFrom('releases')
+      .select('publishAt')
+      .where('id', '=', event.subjectId)
+      .executeTakeFirst();
     return row?.publishAt === at;
   }
   if (name === 'article.published') {
@@ -268,7 +272,10 @@ export class WebhookWorker {
         await res.body?.cancel();
         if (res.status < 200 || res.status > 299) error = `the receiver answered ${res.status}`;
       } catch (err) {
-        error = err instanceof Error && err.name === 'TimeoutError' ? `no answer within ${this.options.timeoutMs} ms` : String(err instanceof Error ? (err.cause ?? err.message) : err);
+        error =
+          err instanceof Error && err.name === 'TimeoutError'
+            ? `no answer within ${this.options.timeoutMs} ms`
+            : String(err instanceof Error ? (err.cause ?? err.message) : err);
       }
     }
     const durationMs = Math.round(performance.now() - started);
