@@ -191,6 +191,13 @@ export const scenarios: ScenarioProvider = async (target) => {
       makePath: (i) => search(`zq${i}`),
     },
     { name: `addon detail ${n}`, path: '/api/addons/bench-addon-7?lang=en' },
+    // The latency a website sees when the service is not saturated: at 32 connections on two shared
+    // cores the p99 is mostly queueing (the bare server's own p99 is over 10 ms there).
+    ...[
+      ['page', '/api/addons?limit=20'],
+      ['search zh "施法" first page', search('施法', 'zh', '&limit=20')],
+      ['search miss', search('不存在的插件')],
+    ].map(([what, path]) => ({ name: `addons ${what} light load ${n}`, path: path as string, connections: 4 })),
     { name: `addons full list ${n}`, path: '/api/addons', connections: 4 },
     // What browsers send: a list this large is answered in gzip (assembled from its blocks' segments).
     {
