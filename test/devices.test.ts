@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
+import { ENGINE } from './helpers/db.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -191,6 +192,31 @@ describe('device administration', () => {
         .executeTakeFirstOrThrow();
       expect(Number(rows.devices)).toBe(1200);
       expect(Number(rows.beats)).toBe(1500);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
+describe('heartbeat flushes and the event loop', () => {
+  // SQLite writes in the service's thread: a flush of many devices must not hold the event loop
+  // for all of its statements at once (PostgreSQL's statements wait for the network anyway).
+  it.skipIf(ENGINE === 'postgres')('lets other work run between the statements of a large flush', async () => {
+    const other = await buildTestApp();
+    try {
+      for (let i = 0; i < 2500; i += 1) {
+        other.app.ctx.devices.record({ deviceId: `turns-${i}`, appVersion: '1.0', ip: '127.0.0.1' });
+      }
+      const order: string[] = [];
+      setImmediate(() => order.push('other work'));
+      await other.app.ctx.devices.flush();
+      order.push('flushed');
+      expect(order).toEqual(['other work', 'flushed']);
+      const written = await other.database.db
+        .selectFrom('devices')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow();
+      expect(Number(written.n)).toBe(2500);
     } finally {
       await other.close();
     }

@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
 import type { Db } from '../../db/index.js';
 import type { DeviceRow } from '../../db/schema.js';
@@ -40,8 +41,20 @@ export interface HeartbeatObserver {
   flushed(rows: number, seconds: number): void;
 }
 
-/** Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). */
+/**
+ * Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). SQLite writes
+ * on the event loop: a flush lets other requests in between its statements (`inTurns`), so that a
+ * flush of 20,000 devices holds the loop for one statement at a time, not for 100 ms.
+ */
 const BATCH_ROWS = 1000;
+
+/** Runs `write` on consecutive slices of `rows`, one turn of the event loop each. */
+async function inTurns<T>(rows: readonly T[], write: (slice: T[]) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < rows.length; i += BATCH_ROWS) {
+    if (i > 0) await setImmediate();
+    await write(rows.slice(i, i + BATCH_ROWS));
+  }
+}
 
 const HOUR_MS = 3600_000;
 
@@ -163,10 +176,10 @@ export class DeviceService {
     this.pendingVersions = new Map();
     const started = performance.now();
     try {
-      for (let i = 0; i < batch.length; i += BATCH_ROWS) {
-        await this.db
+      await inTurns(batch, (slice) =>
+        this.db
           .insertInto('devices')
-          .values(batch.slice(i, i + BATCH_ROWS))
+          .values(slice)
           .onConflict((oc) =>
             oc.column('deviceId').doUpdateSet({
               os: sql`coalesce(excluded.os, devices.os)`,
@@ -177,8 +190,8 @@ export class DeviceService {
               heartbeatCount: sql`devices.heartbeat_count + excluded.heartbeat_count`,
             }),
           )
-          .execute();
-      }
+          .execute(),
+      );
       await this.writeVersions(batch, versions);
       this.observer?.flushed(batch.length, (performance.now() - started) / 1000);
     } catch (err) {
@@ -218,18 +231,18 @@ export class DeviceService {
             },
           ];
     });
-    for (let i = 0; i < rows.length; i += BATCH_ROWS) {
-      await this.db
+    await inTurns(rows, (slice) =>
+      this.db
         .insertInto('deviceVersions')
-        .values(rows.slice(i, i + BATCH_ROWS))
+        .values(slice)
         .onConflict((oc) =>
           oc.columns(['deviceId', 'appVersion']).doUpdateSet({
             lastSeenMs: sql`case when excluded.last_seen_ms > device_versions.last_seen_ms then excluded.last_seen_ms else device_versions.last_seen_ms end`,
             quietFromMs: sql`coalesce(device_versions.quiet_from_ms, case when excluded.first_seen_ms - device_versions.last_seen_ms > ${OFFLINE_AFTER_MS} then device_versions.last_seen_ms end, excluded.quiet_from_ms)`,
           }),
         )
-        .execute();
-    }
+        .execute(),
+    );
   }
 
   async close(): Promise<void> {
