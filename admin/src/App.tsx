@@ -27,6 +27,7 @@ import { GalleryPage } from './pages/Gallery';
 import { LoginPage } from './pages/Login';
 import { SigningKeysPage } from './pages/SigningKeys';
 import { SoftwarePage } from './pages/Software';
+import { AuditPage } from './pages/Audit';
 import { TeamPage } from './pages/Team';
 import { WebhooksPage } from './pages/Webhooks';
 import { ROLE_LABEL, RoleGuard } from './roles';
@@ -66,6 +67,7 @@ const NAV: { to: string; label: MessageKey; ownersOnly?: true }[] = [
   { to: '/account', label: 'account' },
   { to: '/team', label: 'team', ownersOnly: true },
   { to: '/webhooks', label: 'webhooks', ownersOnly: true },
+  { to: '/audit', label: 'audit', ownersOnly: true },
 ];
 
 function NavItem({
@@ -125,6 +127,7 @@ function Page({ route }: { route: string }) {
   if (route === '/account') return <AccountPage />;
   if (route === '/team') return <TeamPage />;
   if (route === '/webhooks') return <WebhooksPage />;
+  if (route === '/audit') return <AuditPage />;
   return <DashboardPage />;
 }
 
