@@ -5,10 +5,9 @@ import { HeapGrowth } from './heap.js';
 import { openStorage } from './storage/index.js';
 
 async function main(): Promise<void> {
-  // The heap's growth follows its live size (see HeapGrowth), unless the command line or NODE_OPTIONS chose it.
-  const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) =>
-    arg.includes('heap-growing-percent'),
-  );
+  // The heap's growth follows its live size (see HeapGrowth), unless node's command line chose it
+  // (NODE_OPTIONS cannot carry this flag).
+  const given = process.execArgv.some((arg) => arg.startsWith('--heap-growing-percent'));
   const heapGrowth = given ? null : new HeapGrowth();
   const config = loadConfig();
   const database = await openDatabase(config.database);
