@@ -117,6 +117,15 @@ export class ContentCache {
     return this.pending;
   }
 
+  /**
+   * The value kept for `key` when the local view is fresh, else undefined: a synchronous look for a
+   * hot path that falls back to `get` (a stale view starts its refresh here).
+   */
+  peek<T>(key: string): T | undefined {
+    if (this.fresh() !== null) return undefined;
+    return this.entries.get(key) as T | undefined;
+  }
+
   /** The cached value for `key`, computing and keeping it when absent or stale. */
   async get<T>(key: string, compute: () => Promise<T>): Promise<T> {
     const waiting = this.fresh();

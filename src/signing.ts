@@ -36,6 +36,7 @@ interface KeySet {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+const KEYS_CACHE_KEY = 'signing:keys';
 
 /**
  * Bodies at least this large are signed in libuv's thread pool: Ed25519 hashes the whole body
@@ -144,7 +145,7 @@ export class Signer {
 
   private keys(): Promise<KeySet> {
     if (this.fileKey) return Promise.resolve({ entries: [this.fileKey.entry], signing: [this.fileKey] });
-    return this.cache.get('signing:keys', async () => {
+    return this.cache.get(KEYS_CACHE_KEY, async () => {
       const rows = await this.db.selectFrom('signingKeys').selectAll().orderBy('createdAt', 'desc').execute();
       const overlapFrom = new Date(now() - this.options.overlapDays * DAY_MS).toISOString();
       const signing = rows.filter((r) => r.retiredAt === null || r.retiredAt > overlapFrom).map(fromRow);
@@ -152,8 +153,21 @@ export class Signer {
     });
   }
 
+  /** The keys when known without waiting (the file's key, or the cached set while fresh). */
+  private keysNow(): KeySet | undefined {
+    if (this.fileKey) return { entries: [this.fileKey.entry], signing: [this.fileKey] };
+    return this.cache.peek<KeySet>(KEYS_CACHE_KEY);
+  }
+
   async list(): Promise<SigningKeyEntry[]> {
     return [...(await this.keys()).entries];
+  }
+
+  /** The header of a rendered answer already signed under the current keys, found without waiting. */
+  private signedNow(body: string | Buffer): string | undefined {
+    if (!Buffer.isBuffer(body)) return undefined;
+    const kept = this.signed.get(body);
+    return kept !== undefined && kept.keys === this.keysNow() ? kept.header : undefined;
   }
 
   /** `keyId=<id>;sig=<base64>` per signing key, active first, joined by `, `. */
@@ -210,15 +224,26 @@ export class Signer {
    * Install it after `installConditionalGet`, so that it sees the 304s.
    */
   install(app: FastifyInstance): void {
-    app.addHook('onSend', async (request, reply, payload) => {
-      if (request.method !== 'GET' || reply.statusCode !== 200) return payload;
-      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
+    // A callback hook: a cached answer's signature is added without a promise.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (request.method !== 'GET' || reply.statusCode !== 200) return done(null, payload);
+      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return done(null, payload);
       const type = reply.getHeader('content-type');
-      if (typeof type !== 'string' || !type.startsWith('application/json')) return payload;
+      if (typeof type !== 'string' || !type.startsWith('application/json')) return done(null, payload);
       // A compressed answer is signed as its client reads it: decoded (a large one, streamed, was signed when rendered).
-      const signature = await this.header(Buffer.isBuffer(payload) ? (identityBody(payload) ?? payload) : payload);
-      reply.header('X-Signature', signature);
-      return payload;
+      const body = Buffer.isBuffer(payload) ? (identityBody(payload) ?? payload) : payload;
+      const known = this.signedNow(body);
+      if (known !== undefined) {
+        reply.header('X-Signature', known);
+        return done(null, payload);
+      }
+      this.header(body).then(
+        (signature) => {
+          reply.header('X-Signature', signature);
+          done(null, payload);
+        },
+        (err: Error) => done(err),
+      );
     });
   }
 }

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { mayWrite, type Role } from '../domain/roles.js';
 import type { AdminUser, AuthService } from '../modules/auth/service.js';
-import { forbidden, unauthorized } from './errors.js';
+import { type AppError, forbidden, unauthorized } from './errors.js';
 
 export const SESSION_COOKIE = 'sid';
 
@@ -78,20 +78,26 @@ function isOwnHost(origin: string, requestHost: string): boolean {
  */
 export function originGuard(trustedOrigins: readonly string[]) {
   const trusted = new Set(trustedOrigins);
-  return async function refuseCrossOriginWrites(request: FastifyRequest): Promise<void> {
-    if (SAFE_METHODS.has(request.method) || sessionToken(request) === null) return;
+  const refused = (request: FastifyRequest): AppError | null => {
+    if (SAFE_METHODS.has(request.method) || sessionToken(request) === null) return null;
     const site = request.headers['sec-fetch-site'];
-    if (site === 'same-origin' || site === 'none') return;
+    if (site === 'same-origin' || site === 'none') return null;
     const origin = request.headers.origin;
     if (origin === undefined) {
-      if (site === undefined) return;
+      if (site === undefined) return null;
     } else if (trusted.has(origin) || isOwnHost(origin, request.host)) {
       // The host alone decides "this origin": behind a TLS proxy without TRUST_PROXY the scheme differs.
-      return;
+      return null;
     }
-    throw forbidden(
+    return forbidden(
       `cross-origin write refused: ${origin ?? 'a page of another site'} may not use the administrator session`,
     );
+  };
+  // A callback hook: no promise per request.
+  return function refuseCrossOriginWrites(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) {
+    const error = refused(request);
+    if (error === null) done();
+    else done(error);
   };
 }
 

@@ -36,10 +36,12 @@ export function jsonBodyParser(app: FastifyInstance): FastifyBodyParser<string> 
 export function installInputChecks(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app));
-  app.addHook('onRequest', async (request) => {
+  // A callback hook: no promise per request.
+  app.addHook('onRequest', (request, _reply, done) => {
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      throw badRequest('headers.host: is required');
+      return done(badRequest('headers.host: is required'));
     }
-    if (request.url.includes('%00')) throw badRequest('url: must not contain NUL characters (%00)');
+    if (request.url.includes('%00')) return done(badRequest('url: must not contain NUL characters (%00)'));
+    done();
   });
 }
