@@ -1,4 +1,4 @@
-import { Alert, Fieldset, Stack } from '@mantine/core';
+import { Alert, Fieldset, Stack, Title } from '@mantine/core';
 import type { ReactNode } from 'react';
 import { covers, ROLES, type Role } from '../../src/domain/roles';
 import { useMe } from './App';
@@ -55,6 +55,19 @@ export function RoleGuard({ section, children }: { section: string; children: Re
       <Fieldset disabled variant="unstyled" p={0} m={0}>
         {children}
       </Fieldset>
+    </Stack>
+  );
+}
+
+/** What a page for owners shows anyone else: its title and a note that it is for owners. */
+export function OwnersOnly({ title }: { title: MessageKey }) {
+  const { t } = useI18n();
+  return (
+    <Stack>
+      <Title order={2}>{t(title)}</Title>
+      <Alert color="gray" data-testid="owners-only">
+        {t('ownersOnly')}
+      </Alert>
     </Stack>
   );
 }

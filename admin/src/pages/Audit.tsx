@@ -1,10 +1,10 @@
-import { Alert, Badge, Button, Card, Code, Group, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Badge, Button, Card, Code, Group, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useDebouncedValue } from '@mantine/hooks';
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { Fragment, useState } from 'react';
 import { api, data } from '../api/client';
 import { useI18n } from '../i18n';
-import { useRole } from '../roles';
+import { OwnersOnly, useRole } from '../roles';
 
 /** Records per page. */
 const PAGE = 50;
@@ -47,14 +47,7 @@ export function AuditPage() {
     enabled: owner,
   });
   if (!owner) {
-    return (
-      <Stack>
-        <Title order={2}>{t('audit')}</Title>
-        <Alert color="gray" data-testid="owners-only">
-          {t('ownersOnly')}
-        </Alert>
-      </Stack>
-    );
+    return <OwnersOnly title="audit" />;
   }
   const seen = new Set<string>();
   const rows = (records.data?.pages.flat() ?? []).filter((r) => !seen.has(r.id) && seen.add(r.id));

@@ -1,5 +1,4 @@
 import {
-  Alert,
   Badge,
   Button,
   Card,
@@ -20,7 +19,7 @@ import { api, data } from '../api/client';
 import { ME_KEY, useMe } from '../App';
 import { ConfirmButton } from '../components/Confirm';
 import { useI18n } from '../i18n';
-import { ROLE_LABEL, ROLES, type Role, useRole } from '../roles';
+import { OwnersOnly, ROLE_LABEL, ROLES, type Role, useRole } from '../roles';
 import { useWrite } from '../write';
 
 export const USERS_KEY = ['users'] as const;
@@ -246,14 +245,7 @@ export function TeamPage() {
   const me = useMe();
   const accounts = useAccounts();
   if (me.data?.role !== 'owner') {
-    return (
-      <Stack>
-        <Title order={2}>{t('team')}</Title>
-        <Alert color="gray" data-testid="owners-only">
-          {t('ownersOnly')}
-        </Alert>
-      </Stack>
-    );
+    return <OwnersOnly title="team" />;
   }
   return (
     <Stack>

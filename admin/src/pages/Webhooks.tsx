@@ -18,20 +18,13 @@ import {
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
+import { WEBHOOK_EVENTS, type WebhookEventName } from '../../../src/domain/webhook-events';
 import { api, data } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { useI18n } from '../i18n';
 import { useWrite } from '../write';
 
 const KEY = ['webhooks'] as const;
-const EVENTS = [
-  'version.published',
-  'version.rollout_changed',
-  'version.revoked',
-  'release.published',
-  'article.published',
-  'addon.created',
-] as const;
 type Format = 'json' | 'discord';
 
 function useWebhooks() {
@@ -59,7 +52,7 @@ function NewWebhook({ onSecret }: { onSecret: (secret: string) => void }) {
     mutationFn: async () =>
       data(
         await api.POST('/api/admin/webhooks', {
-          body: { url: url.trim(), format, events: events as (typeof EVENTS)[number][] },
+          body: { url: url.trim(), format, events: events as WebhookEventName[] },
         }),
       ),
     invalidate: KEY,
@@ -104,7 +97,7 @@ function NewWebhook({ onSecret }: { onSecret: (secret: string) => void }) {
           </Group>
           <MultiSelect
             label={t('webhookEvents')}
-            data={[...EVENTS]}
+            data={[...WEBHOOK_EVENTS]}
             value={events}
             onChange={setEvents}
             required

@@ -1,16 +1,6 @@
 import type { Db } from '../../db/index.js';
 import { newId, now, nowIso } from '../../domain/clock.js';
-
-export const WEBHOOK_EVENTS = [
-  'version.published',
-  'version.rollout_changed',
-  'version.revoked',
-  'release.published',
-  'article.published',
-  'addon.created',
-] as const;
-
-export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
+import type { WebhookEventName } from '../../domain/webhook-events.js';
 
 /** What an event is about: a software version, a release, an article or an addon. */
 export interface EventSubject {

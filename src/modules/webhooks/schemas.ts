@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { StringEnum } from '../../http/schemas.js';
 import { MAX_URL } from '../../http/urls.js';
-import { WEBHOOK_EVENTS } from './events.js';
+import { WEBHOOK_EVENTS } from '../../domain/webhook-events.js';
 
 const Url = Type.String({
   minLength: 1,

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Db } from '../../db/index.js';
 import type { WebhookEventRow, WebhookRow } from '../../db/schema.js';
 import { newId, now as clockNow, nowIso } from '../../domain/clock.js';
-import type { WebhookEventName } from './events.js';
+import type { WebhookEventName } from '../../domain/webhook-events.js';
 
 export interface DeliveryOptions {
   /** How often each instance looks for due events and deliveries. */
