@@ -2,13 +2,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { BOUNDED_GROWTH_PERCENT, HeapGrowth, heapGrowthPercent, LARGE_HEAP_BYTES } from '../src/heap.js';
+import {
+  HeapGrowth,
+  heapGrowthPercent,
+  LARGE_HEAP_BYTES,
+  LARGE_HEAP_GROWTH_PERCENT,
+  SMALL_HEAP_GROWTH_PERCENT,
+} from '../src/heap.js';
 
 describe('heap growth', () => {
-  it('is left to V8 for a small live heap and bounded for a large one', () => {
-    expect(heapGrowthPercent(50 * 1024 * 1024)).toBe(0);
-    expect(heapGrowthPercent(LARGE_HEAP_BYTES)).toBe(0);
-    expect(heapGrowthPercent(LARGE_HEAP_BYTES + 1)).toBe(BOUNDED_GROWTH_PERCENT);
+  it('lets a small live heap grow to three times its size and a large one to one and a half', () => {
+    expect(heapGrowthPercent(50 * 1024 * 1024)).toBe(200);
+    expect(heapGrowthPercent(LARGE_HEAP_BYTES)).toBe(SMALL_HEAP_GROWTH_PERCENT);
+    expect(heapGrowthPercent(LARGE_HEAP_BYTES + 1)).toBe(LARGE_HEAP_GROWTH_PERCENT);
     expect(heapGrowthPercent(350 * 1024 * 1024)).toBe(50);
   });
 
@@ -24,14 +30,15 @@ describe('heap growth', () => {
     // Large: 64 MB of doubles more than what lives now.
     const growth = new HeapGrowth(live + 32 * 1024 * 1024);
     try {
+      expect(growth.percent).toBe(SMALL_HEAP_GROWTH_PERCENT);
       let held: number[] | null = Array.from({ length: 8 * 1024 * 1024 }, (_, i) => i + 0.5);
       await collect();
-      expect(growth.percent).toBe(BOUNDED_GROWTH_PERCENT);
+      expect(growth.percent).toBe(LARGE_HEAP_GROWTH_PERCENT);
       expect(held.length).toBeGreaterThan(0);
       held = null;
       await collect();
       expect(held).toBeNull();
-      expect(growth.percent).toBe(0);
+      expect(growth.percent).toBe(SMALL_HEAP_GROWTH_PERCENT);
     } finally {
       growth.stop();
       v8.setFlagsFromString('--heap-growing-percent=0');
