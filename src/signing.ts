@@ -92,7 +92,8 @@ function newKeyRow(endorser: LoadedKey | null): SigningKeyRow {
  * from one PKCS#8 PEM file (`SIGNING_KEY_FILE`). A rendered answer shared as a Buffer is signed once.
  */
 export class Signer {
-  private readonly fileKey: LoadedKey | null;
+  /** The keys of `SIGNING_KEY_FILE`, made once (signatures are kept per key set, compared by identity). */
+  private readonly fileKeys: KeySet | null;
   private readonly signed = new WeakMap<Buffer, { keys: KeySet; header: string }>();
 
   constructor(
@@ -100,7 +101,8 @@ export class Signer {
     private readonly cache: ContentCache,
     private readonly options: { keyFile: string | null; overlapDays: number },
   ) {
-    this.fileKey = options.keyFile === null ? null : Signer.readKeyFile(options.keyFile);
+    const fileKey = options.keyFile === null ? null : Signer.readKeyFile(options.keyFile);
+    this.fileKeys = fileKey === null ? null : { entries: [fileKey.entry], signing: [fileKey] };
   }
 
   private static readKeyFile(file: string): LoadedKey {
@@ -129,7 +131,7 @@ export class Signer {
 
   /** Creates the first key when the database has none (a twin starting at the same time may win). */
   async init(): Promise<void> {
-    if (this.fileKey) return;
+    if (this.fileKeys) return;
     const active = await this.db
       .selectFrom('signingKeys')
       .select('id')
@@ -144,7 +146,7 @@ export class Signer {
   }
 
   private keys(): Promise<KeySet> {
-    if (this.fileKey) return Promise.resolve({ entries: [this.fileKey.entry], signing: [this.fileKey] });
+    if (this.fileKeys) return Promise.resolve(this.fileKeys);
     return this.cache.get(KEYS_CACHE_KEY, async () => {
       const rows = await this.db.selectFrom('signingKeys').selectAll().orderBy('createdAt', 'desc').execute();
       const overlapFrom = new Date(now() - this.options.overlapDays * DAY_MS).toISOString();
@@ -155,8 +157,7 @@ export class Signer {
 
   /** The keys when known without waiting (the file's key, or the cached set while fresh). */
   private keysNow(): KeySet | undefined {
-    if (this.fileKey) return { entries: [this.fileKey.entry], signing: [this.fileKey] };
-    return this.cache.peek<KeySet>(KEYS_CACHE_KEY);
+    return this.fileKeys ?? this.cache.peek<KeySet>(KEYS_CACHE_KEY);
   }
 
   async list(): Promise<SigningKeyEntry[]> {
@@ -199,7 +200,7 @@ export class Signer {
 
   /** A new active key endorsed by the current one, which retires and keeps signing for the overlap. */
   async rotate(): Promise<SigningKeyEntry> {
-    if (this.fileKey) throw conflict('the signing key comes from SIGNING_KEY_FILE: rotate by replacing the file');
+    if (this.fileKeys) throw conflict('the signing key comes from SIGNING_KEY_FILE: rotate by replacing the file');
     const row = await this.cache.commit(async (trx) => {
       const current = await trx.selectFrom('signingKeys').selectAll().where('retiredAt', 'is', null).executeTakeFirst();
       const next = newKeyRow(current ? fromRow(current) : null);

@@ -95,9 +95,7 @@ export function originGuard(trustedOrigins: readonly string[]) {
   };
   // A callback hook: no promise per request.
   return function refuseCrossOriginWrites(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) {
-    const error = refused(request);
-    if (error === null) done();
-    else done(error);
+    done(refused(request) ?? undefined);
   };
 }
 
