@@ -1,6 +1,5 @@
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
-import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -14,6 +13,8 @@ import { originGuard } from './http/auth.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installInputChecks } from './http/input.js';
 import { installRequestIdHeader, requestId } from './http/request-id.js';
+import { requestLog } from './http/request-log.js';
+import { installSecurityHeaders, securityHeadersHook } from './http/security-headers.js';
 import { installBodyDeadline, serverTimeouts } from './http/timeouts.js';
 import { URL_FORMATS } from './http/urls.js';
 import { Metrics } from './metrics/metrics.js';
@@ -72,6 +73,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     frameworkErrors: answerFrameworkError,
     requestIdHeader: false,
     genReqId: requestId,
+    childLoggerFactory: requestLog,
     // A line per request only at debug: launchers poll and beat every minute, and at info those lines
     // would cost more than the answers. Failures are logged by the error handler at any level.
     logController: new LogController({
@@ -137,14 +139,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     'onRequest',
     originGuard(config.publicBaseUrl === null ? corsOrigins : [...corsOrigins, new URL(config.publicBaseUrl).origin]),
   );
-  await server.register(helmet, {
-    // A JSON API whose images and files are embedded by the community website on another origin.
-    contentSecurityPolicy: false,
-    crossOriginResourcePolicy: { policy: 'cross-origin' },
-    crossOriginEmbedderPolicy: false,
-    // HTTPS policy belongs to the operator's TLS terminator, not to a service that may run on plain HTTP.
-    strictTransportSecurity: false,
-  });
+  installSecurityHeaders(
+    server,
+    securityHeadersHook({
+      // A JSON API whose images and files are embedded by the community website on another origin.
+      contentSecurityPolicy: false,
+      crossOriginResourcePolicy: { policy: 'cross-origin' },
+      crossOriginEmbedderPolicy: false,
+      // HTTPS policy belongs to the operator's TLS terminator, not to a service that may run on plain HTTP.
+      strictTransportSecurity: false,
+    }),
+  );
   await server.register(swagger, {
     openapi: {
       info: {

@@ -262,7 +262,7 @@ describe('raw requests the HTTP parser refuses', () => {
     ['URI too long', `GET /api/${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431],
     [
       'broken chunked body',
-      'POST /api/launcher/heartbeat HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+      'POST /api/launcher/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
       400,
     ],
     [

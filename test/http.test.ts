@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { helmetHeaders } from '../src/http/security-headers.js';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
 
 let t: TestApp;
@@ -98,6 +99,57 @@ describe('documentation and cross-origin reads', () => {
     expect(res.headers['access-control-allow-origin']).toBe('*');
     const image = await t.inject({ url: '/api/server-time' });
     expect(image.statusCode).toBe(200);
+  });
+});
+
+describe('browser security headers', () => {
+  const HELMET = {
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'SAMEORIGIN',
+    'referrer-policy': 'no-referrer',
+    'cross-origin-opener-policy': 'same-origin',
+    // Images and files are embedded by the community website on another origin.
+    'cross-origin-resource-policy': 'cross-origin',
+    'x-dns-prefetch-control': 'off',
+    'x-download-options': 'noopen',
+    'x-permitted-cross-domain-policies': 'none',
+    'x-xss-protection': '0',
+    'origin-agent-cluster': '?1',
+  };
+
+  it("sends helmet's policy on the website's routes, their HEAD twins and unmatched paths, without CSP or HSTS", async () => {
+    expect(helmetHeaders({ crossOriginResourcePolicy: { policy: 'cross-origin' } })).toMatchObject(HELMET);
+    for (const request of [
+      { url: '/api/articles' },
+      { url: '/api/articles', method: 'HEAD' as const },
+      { url: '/api/no-such-thing' },
+      // Refused before any handler: a malformed body to a path no route serves.
+      {
+        url: '/api/no-such-thing',
+        method: 'POST' as const,
+        headers: { 'content-type': 'application/json' },
+        payload: '{',
+      },
+      { url: '/api/admin/me', headers: { cookie: t.cookie } },
+    ]) {
+      const res = await t.inject(request);
+      expect(res.headers, JSON.stringify(request)).toMatchObject(HELMET);
+      expect(res.headers).not.toHaveProperty('content-security-policy');
+      expect(res.headers).not.toHaveProperty('strict-transport-security');
+      expect(res.headers).not.toHaveProperty('x-powered-by');
+    }
+  });
+
+  it('leaves them off the endpoints declared for machines (launchers, probes)', async () => {
+    for (const request of [
+      { url: '/api/software/check-update?slug=nothing-here&versionCode=1' },
+      { url: '/api/launcher/heartbeat', method: 'POST' as const, payload: { deviceId: 'headers-1' } },
+      { url: '/healthz' },
+    ]) {
+      const res = await t.inject(request);
+      expect(res.headers, request.url).not.toHaveProperty('x-frame-options');
+      expect(res.headers, request.url).not.toHaveProperty('cross-origin-opener-policy');
+    }
   });
 });
 

@@ -3,9 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import Fastify from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/index.js';
+import { requestLog } from '../src/http/request-log.js';
 import { Registry } from 'prom-client';
 import { RouteTally } from '../src/metrics/route-tally.js';
 import { LocalStorage } from '../src/storage/local.js';
@@ -213,6 +215,40 @@ describe('request logs', () => {
       await testDb.drop();
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("a request's logger", () => {
+  it('is made only when the request logs a line, bound to its id; a route with a level of its own gets one at once', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(JSON.parse(chunk.toString()));
+        done();
+      },
+    });
+    const server = Fastify({ logger: { level: 'info', stream } });
+    let made = 0;
+    const child = server.log.child.bind(server.log);
+    server.log.child = (bindings, options) => {
+      made += 1;
+      return child(bindings, options);
+    };
+    const log = requestLog(server.log, { requestId: 'r-1' }, {});
+    log.debug('below the level');
+    expect(log.level).toBe('info');
+    expect(made).toBe(0);
+    log.warn({ slow: true }, 'took long');
+    log.error('and failed');
+    expect(made).toBe(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lines).toMatchObject([
+      { level: 40, requestId: 'r-1', slow: true, msg: 'took long' },
+      { level: 50, requestId: 'r-1', msg: 'and failed' },
+    ]);
+    expect(requestLog(server.log, { requestId: 'r-2' }, { level: 'debug' }).level).toBe('debug');
+    expect(made).toBe(2);
+    await server.close();
   });
 });
 

@@ -57,7 +57,7 @@ export function metricsPlugin(metrics: Metrics, token: string | null) {
     app.get(
       '/metrics',
       {
-        helmet: false,
+        securityHeaders: false,
         schema: {
           tags: ['system'],
           summary: 'Prometheus metrics (text format); needs `Authorization: Bearer <METRICS_TOKEN>` when that is set',

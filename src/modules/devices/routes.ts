@@ -59,7 +59,7 @@ export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           '/api/launcher/heartbeat',
           {
             // Machine endpoints for launchers: browser security headers would only cost time here.
-            helmet: false,
+            securityHeaders: false,
             schema: {
               tags: ['launcher'],
               summary: 'Launcher heartbeat: send at start, then every 60 s; silent for over 3 minutes means offline',

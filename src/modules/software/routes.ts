@@ -69,7 +69,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           '/api/software/check-update',
           {
             // Machine endpoints for launchers: browser security headers would only cost time here.
-            helmet: false,
+            securityHeaders: false,
             schema: {
               tags: ['software'],
               summary: 'Does a newer version of a package exist? (launcher self-update)',

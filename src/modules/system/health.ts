@@ -47,7 +47,7 @@ export function healthRoutes(ctx: AppContext, readiness: Readiness): FastifyPlug
     app.get(
       '/healthz',
       {
-        helmet: false,
+        securityHeaders: false,
         schema: {
           tags: ['system'],
           summary: 'Liveness: 200 while the process runs (the database is not asked; see /readyz)',
@@ -63,7 +63,7 @@ export function healthRoutes(ctx: AppContext, readiness: Readiness): FastifyPlug
     app.get(
       '/readyz',
       {
-        helmet: false,
+        securityHeaders: false,
         schema: {
           tags: ['system'],
           summary:

@@ -7,7 +7,7 @@ export function systemRoutes(): FastifyPluginAsyncTypebox {
       '/api/server-time',
       {
         // Machine endpoints for launchers: browser security headers would only cost time here.
-        helmet: false,
+        securityHeaders: false,
         schema: {
           tags: ['system'],
           summary: 'Server clock, for client clock synchronisation',
