@@ -113,7 +113,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     devices: new DeviceService(
       db,
       limits,
-      { flushMs: config.heartbeatFlushMs, devicesPerAddressHour: config.devicesPerAddressHour },
+      {
+        flushMs: config.heartbeatFlushMs,
+        devicesPerAddressHour: config.devicesPerAddressHour,
+        engine: database.engine,
+      },
       (err) => server.log.error({ err }, 'heartbeat flush failed'),
       metrics?.heartbeats,
     ),
