@@ -39,6 +39,14 @@ export interface Scenario {
   background?: () => () => void;
 }
 
+/** What the loop probe (bench/loop-probe.mjs) answers for a window of load. */
+export interface LoopDelay {
+  p99Ms: number;
+  maxMs: number;
+  /** CPU time (user + system, all threads) the process used in the window. */
+  cpuMs: number;
+}
+
 export interface Baseline {
   name: string;
   url: string;

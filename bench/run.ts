@@ -4,8 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import autocannon from 'autocannon';
-import type { LoopDelay } from './loop-probe.js';
-import { type Baseline, type BenchRun, median, type Scenario, type ScenarioProvider } from './lib.js';
+import { type Baseline, type BenchRun, type LoopDelay, median, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
  * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]]
@@ -50,9 +49,9 @@ interface Measure {
 
 type Load = Omit<Measure, 'loopP99' | 'cpuUs'>;
 
-const PROBE = path.join(import.meta.dirname, 'loop-probe.ts');
+const PROBE = path.join(import.meta.dirname, 'loop-probe.mjs');
 
-/** Asks the loop probe of `child` (bench/loop-probe.ts) for something and waits for its answer. */
+/** Asks the loop probe of `child` (bench/loop-probe.mjs) for something and waits for its answer. */
 function probe(child: ChildProcess, message: 'loop:reset' | 'loop:read'): Promise<LoopDelay | null> {
   if (message === 'loop:reset') {
     child.send(message);
@@ -141,8 +140,8 @@ async function loadWithAutocannon(url: string, scenario: Scenario): Promise<Load
 }
 
 async function startBaseline(fileRoot: string): Promise<{ url: string; child: ChildProcess }> {
-  const script = path.join(import.meta.dirname, 'baseline.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', PROBE, script], {
+  const script = path.join(import.meta.dirname, 'baseline.mjs');
+  const child = spawn(process.execPath, ['--import', PROBE, script], {
     env: { ...process.env, FILE_ROOT: fileRoot },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
@@ -157,7 +156,7 @@ async function startBaseline(fileRoot: string): Promise<{ url: string; child: Ch
 }
 
 async function providers(): Promise<ScenarioProvider[]> {
-  const skip = new Set(['lib.ts', 'run.ts', 'baseline.ts', 'loop-probe.ts']);
+  const skip = new Set(['lib.ts', 'run.ts']);
   const files = fs
     .readdirSync(import.meta.dirname)
     .filter((f) => f.endsWith('.ts') && !skip.has(f))
@@ -169,6 +168,10 @@ async function providers(): Promise<ScenarioProvider[]> {
   }
   return found;
 }
+
+// What operators run: the built service under plain node (`npm start`), built now if its sources changed.
+await promisify(execFile)(process.execPath, [path.join(import.meta.dirname, '../scripts/ensure-build.mjs')]);
+const startService = (env: Record<string, string>) => startServer(env, 30_000, ['--import', PROBE], 'build');
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
@@ -185,10 +188,10 @@ const serviceEnv = {
   DEVICES_PER_IP_HOUR: '0',
   ...(database.config.kind === 'postgres' ? { DATABASE_URL: database.config.url } : {}),
 };
-let server = await startServer(serviceEnv, 30_000, ['--import', PROBE]);
+let server = await startService(serviceEnv);
 const baseline = await startBaseline(path.join(dataDir, 'uploads'));
 const cleanups: Array<() => Promise<unknown>> = [];
-const compared = compareEnv ? await startServer({ ...serviceEnv, ...compareEnv }, 30_000, ['--import', PROBE]) : null;
+const compared = compareEnv ? await startService({ ...serviceEnv, ...compareEnv }) : null;
 
 try {
   const login = await fetch(`${server.url}/api/admin/login`, {
@@ -205,7 +208,7 @@ try {
     dataDir,
     bare: { name: 'bare node', url: baseline.url, process: baseline.child },
     async startService(env) {
-      const other = await startServer({ ...serviceEnv, ...env }, 30_000, ['--import', PROBE]);
+      const other = await startService({ ...serviceEnv, ...env });
       cleanups.push(() => other.stop('SIGTERM'));
       return other;
     },
@@ -220,7 +223,7 @@ try {
     // Seeding went through this process (its heap holds what it built): measure a fresh one, so that
     // both sides start alike.
     await server.stop('SIGTERM');
-    server = await startServer(serviceEnv, 30_000, ['--import', PROBE]);
+    server = await startService(serviceEnv);
     console.log(`"base" columns: the service with ${args.compare}`);
   }
   console.log(

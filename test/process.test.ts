@@ -307,8 +307,10 @@ describe('streaming', () => {
     const fast = received.filter((_, i) => i % 2 === 0);
     expect(Math.min(...fast)).toBeGreaterThan(32 * 1024 * 1024);
     expect(Math.min(...received)).toBeGreaterThan(0);
-    // Buffering ahead of the readers would grow by gigabytes; chunks in flight stay within a few MiB each.
-    expect(peak - base).toBeLessThan(64 * 1024 * 1024);
+    // Buffering ahead of the readers would grow by gigabytes. What it grows by is the chunks read and
+    // not yet collected: V8 collects on external memory at its 64 MiB soft limit, so about that plus
+    // the heap's headroom (45-58 MiB alone, 68 MiB once in CI beside other test files).
+    expect(peak - base).toBeLessThan(128 * 1024 * 1024);
 
     const res = await fetch(`${server.url}/api/software/big`);
     const versions = ((await res.json()) as { versions: Array<{ id: string; downloadCount: number }> }).versions;

@@ -26,16 +26,23 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Starts the real service (`src/server.ts`) as a child process on loopback and waits until it answers.
- * `nodeArgs` go to node before the entry (e.g. `--cpu-prof`, or an `--import` probe for benchmarks).
+ * Starts the real service as a child process on loopback and waits until it answers: from its
+ * sources (`src/server.ts` through tsx), or as built (`dist/server.js`, plain node: what `npm start`
+ * runs, and what benchmarks measure). `nodeArgs` go to node before the entry (e.g. `--cpu-prof`, or
+ * an `--import` probe for benchmarks).
  */
 export async function startServer(
   env: Record<string, string>,
   timeoutMs = 30_000,
   nodeArgs: readonly string[] = [],
+  from: 'sources' | 'build' = 'sources',
 ): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, path.join(ROOT, 'src/server.ts')], {
+  const entry =
+    from === 'build'
+      ? [...nodeArgs, path.join(ROOT, 'dist/server.js')]
+      : ['--import', 'tsx', ...nodeArgs, path.join(ROOT, 'src/server.ts')];
+  const child = spawn(process.execPath, entry, {
     cwd: ROOT,
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '0', ...env },
     // An IPC channel for probes loaded with `nodeArgs` (bench/loop-probe.ts); unused otherwise.

@@ -1,20 +1,16 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
-
 /**
  * Loaded with `--import` into a process under load (the service, the bare baseline): measures how
  * late its event loop runs and the CPU time it spends. Over the IPC channel, `loop:reset` starts a
- * window and `loop:read` answers `{ p99Ms, maxMs, cpuMs }` of the window.
+ * window and `loop:read` answers a `LoopDelay` (bench/lib.ts) of the window.
+ *
+ * Plain JavaScript: the processes measured run without a TypeScript loader, as they run in use.
  */
+/* global process */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
 const histogram = monitorEventLoopDelay({ resolution: 10 });
 histogram.enable();
 let cpuStart = process.cpuUsage();
-
-export interface LoopDelay {
-  p99Ms: number;
-  maxMs: number;
-  /** CPU time (user + system, all threads) the process used in the window. */
-  cpuMs: number;
-}
 
 process.on('message', (message) => {
   if (message === 'loop:reset') {
@@ -23,12 +19,11 @@ process.on('message', (message) => {
   }
   if (message === 'loop:read') {
     const cpu = process.cpuUsage(cpuStart);
-    const delay: LoopDelay = {
+    process.send?.({
       p99Ms: histogram.percentile(99) / 1e6,
       maxMs: histogram.max / 1e6,
       cpuMs: (cpu.user + cpu.system) / 1000,
-    };
-    process.send?.(delay);
+    });
   }
 });
 // The probe must not keep a process alive that would otherwise exit.

@@ -1,17 +1,23 @@
-import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
-
 /**
  * The bare baseline: a plain `node:http` server. `/?bytes=N` answers constant JSON padded to N bytes,
  * matching the size of the service's answer being compared; `/file/<key>` streams a file of the
  * store (`FILE_ROOT`) with `fs.createReadStream`, as the smallest Node file server would.
+ *
+ * Plain JavaScript: it runs without a TypeScript loader, like the built service it is compared with.
  */
-const bodies = new Map<number, Buffer>();
-const sizes = new Map<string, number>();
+/* global process, Buffer */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+/** @type {Map<number, Buffer>} */
+const bodies = new Map();
+/** @type {Map<string, number>} */
+const sizes = new Map();
 const fileRoot = process.env.FILE_ROOT ?? '.';
 
-function bodyOf(bytes: number): Buffer {
+/** @param {number} bytes */
+function bodyOf(bytes) {
   let body = bodies.get(bytes);
   if (!body) {
     const head = '{"ok":true,"pad":"';
@@ -22,7 +28,11 @@ function bodyOf(bytes: number): Buffer {
   return body;
 }
 
-function sendFile(res: http.ServerResponse, key: string): void {
+/**
+ * @param {http.ServerResponse} res
+ * @param {string} key
+ */
+function sendFile(res, key) {
   const file = path.join(fileRoot, key);
   let size = sizes.get(file);
   if (size === undefined) {
