@@ -1,0 +1,132 @@
+import type { FileHandle } from 'node:fs/promises';
+import { ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ByteRange } from './storage.js';
+
+/**
+ * Bytes per read of a streamed download. Node's 64 KiB default costs a read and a socket write per
+ * 64 KiB; 256 KiB measured 1.2–1.5× the requests per second on 1 MiB files at 32 connections.
+ */
+const READ_CHUNK_BYTES = 256 * 1024;
+
+/** Read buffers kept for reuse: at most 16 MiB, whatever the number of downloads. */
+const POOL_BUFFERS = 64;
+const pool: Buffer[] = [];
+
+const takeBuffer = () => pool.pop() ?? Buffer.allocUnsafeSlow(READ_CHUNK_BYTES);
+
+function giveBack(buffer: Buffer) {
+  if (pool.length < POOL_BUFFERS) pool.push(buffer);
+}
+
+/** How many read buffers wait for reuse (tests). */
+export const pooledBuffers = () => pool.length;
+
+/**
+ * A byte range of an open file as a readable stream. Piped into an HTTP response (how Fastify sends
+ * a stream), it reads into buffers that go back to a small pool once the socket has written them.
+ * `fs.createReadStream` allocates a fresh buffer for every chunk instead, and V8 answers each 64 MiB
+ * of such memory with a full collection: streaming at disk speed, that is several a second, each as
+ * costly as the whole heap is large (a third of a download's CPU with a large catalogue in memory).
+ * Any other consumer reads it as an ordinary stream of fresh chunks.
+ */
+export class FileBody extends Readable {
+  private position: number;
+  private readonly end: number;
+  /** The read in flight: the file is closed only once it has returned. */
+  private reading: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly handle: FileHandle,
+    range: ByteRange,
+  ) {
+    super({ highWaterMark: READ_CHUNK_BYTES });
+    this.position = range.start;
+    this.end = range.end;
+  }
+
+  /**
+   * The next chunk read into `buffer` (a view of it), or null at the end of the range. A file that
+   * ends before the range does is an error: the length was already promised.
+   */
+  private nextChunk(buffer: Buffer): Promise<Buffer | null> {
+    const wanted = Math.min(buffer.length, this.end - this.position + 1);
+    if (wanted <= 0 || this.destroyed) return Promise.resolve(null);
+    const read = this.handle.read(buffer, 0, wanted, this.position).then(({ bytesRead }) => {
+      if (bytesRead === 0) throw new Error('the file ended before the range it was opened for');
+      this.position += bytesRead;
+      return bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+    });
+    this.reading = read.catch(() => undefined);
+    return read;
+  }
+
+  override _read(): void {
+    this.nextChunk(Buffer.allocUnsafeSlow(READ_CHUNK_BYTES)).then(
+      (chunk) => this.push(chunk),
+      (err: unknown) => this.destroy(err as Error),
+    );
+  }
+
+  override pipe<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T {
+    if (!(destination instanceof ServerResponse) || options?.end === false) {
+      return super.pipe(destination, options);
+    }
+    this.send(destination).then(
+      () => {
+        if (this.destroyed) return;
+        // Ends this stream as a consumed one would: 'end' for whoever waits on it, then the file closes.
+        this.push(null);
+        this.resume();
+      },
+      (err: unknown) => this.destroy(err as Error),
+    );
+    return destination;
+  }
+
+  /**
+   * Reads one chunk ahead while the socket writes the last. A buffer goes back to the pool from the
+   * write's callback, when the socket no longer holds it; a write that never completes (the client
+   * went away) leaves its buffer to the garbage collector.
+   */
+  private async send(response: ServerResponse): Promise<void> {
+    let buffer = takeBuffer();
+    let next = this.nextChunk(buffer);
+    for (;;) {
+      const chunk = await next;
+      if (chunk === null || response.destroyed) break;
+      const written = buffer;
+      const flowing = response.write(chunk, (err) => {
+        if (!err) giveBack(written);
+      });
+      buffer = takeBuffer();
+      next = this.nextChunk(buffer);
+      if (!flowing) await drained(response);
+    }
+    // No read is in flight here: the last buffer taken was not read into, or its bytes are not wanted.
+    giveBack(buffer);
+    if (!response.destroyed) response.end();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    void this.reading
+      .then(() => this.handle.close())
+      .then(
+        () => callback(error),
+        (closeError: unknown) => callback(error ?? (closeError as Error)),
+      );
+  }
+}
+
+/** Until the response can take more bytes, or is gone. */
+function drained(response: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      response.off('drain', done);
+      response.off('close', done);
+      resolve();
+    };
+    response.on('drain', done);
+    response.on('close', done);
+  });
+}
