@@ -129,7 +129,7 @@ describe('downloads through recycled read buffers (src/storage/file-body.ts)', (
   });
 });
 
-describe('a stored file read by other consumers', () => {
+describe("a stored file's stream used directly", () => {
   let dir: string;
   let storage: LocalStorage;
   const content = Buffer.from(randomBytes(600_000));
@@ -156,6 +156,39 @@ describe('a stored file read by other consumers', () => {
     expect(Buffer.concat(collected).equals(content.subarray(100, 300_100))).toBe(true);
 
     expect(await text(await storage.read('a/empty.txt'))).toBe('');
+  });
+
+  it('cuts an HTTP answer off when the stream is destroyed midway, rather than ending it short', async () => {
+    const server = http.createServer((_req, res) => {
+      void storage.read('a/file.bin').then((body) => {
+        res.setHeader('content-length', content.length);
+        body.pipe(res);
+        setImmediate(() => body.destroy());
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const outcome = await new Promise<string>((resolve) => {
+        const timer = setTimeout(() => resolve('left waiting'), 3000);
+        const settle = (how: string) => {
+          clearTimeout(timer);
+          resolve(how);
+        };
+        http
+          .get(`http://127.0.0.1:${port}/`, (res) => {
+            res.on('data', () => undefined);
+            res.on('end', () => settle(res.complete ? 'complete' : 'cut off'));
+            res.on('error', () => settle('cut off'));
+            res.on('aborted', () => settle('cut off'));
+          })
+          .on('error', () => settle('cut off'));
+      });
+      expect(outcome).toBe('cut off');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('fails a read whose file is shorter than the range it was opened for', async () => {

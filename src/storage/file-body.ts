@@ -62,7 +62,8 @@ export class FileBody extends Readable {
   }
 
   override _read(): void {
-    this.nextChunk(Buffer.allocUnsafeSlow(READ_CHUNK_BYTES)).then(
+    const size = Math.max(1, Math.min(READ_CHUNK_BYTES, this.end - this.position + 1));
+    this.nextChunk(Buffer.allocUnsafeSlow(size)).then(
       (chunk) => this.push(chunk),
       (err: unknown) => this.destroy(err as Error),
     );
@@ -94,7 +95,7 @@ export class FileBody extends Readable {
     let next = this.nextChunk(buffer);
     for (;;) {
       const chunk = await next;
-      if (chunk === null || response.destroyed) break;
+      if (chunk === null || response.destroyed || this.destroyed) break;
       const written = buffer;
       const flowing = response.write(chunk, (err) => {
         if (!err) giveBack(written);
@@ -105,7 +106,9 @@ export class FileBody extends Readable {
     }
     // No read is in flight here: the last buffer taken was not read into, or its bytes are not wanted.
     giveBack(buffer);
-    if (!response.destroyed) response.end();
+    // Destroyed midway, this stream cannot complete the answer: cut it off rather than end it short.
+    if (this.destroyed) response.destroy();
+    else if (!response.destroyed) response.end();
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
