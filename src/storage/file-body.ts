@@ -29,10 +29,16 @@ export const pooledBuffers = () => pool.length;
  * of such memory with a full collection: streaming at disk speed, that is several a second, each as
  * costly as the whole heap is large (a third of a download's CPU with a large catalogue in memory).
  * Any other consumer reads it as an ordinary stream of fresh chunks.
+ *
+ * Piped into a response it shows what Node's pipe shows: `pipe` on the response, `data` for each
+ * chunk as it is written (the metrics count served bytes so), `end`. Those chunks are lent: a
+ * listener may read them during the event but must not keep them, as their buffers are reused.
  */
 export class FileBody extends Readable {
   private position: number;
   private readonly end: number;
+  /** Whether `pipe` sends the bytes itself: then nothing reads through `_read`. */
+  private pumping = false;
   /** The read in flight: the file is closed only once it has returned. */
   private reading: Promise<unknown> = Promise.resolve();
 
@@ -62,6 +68,7 @@ export class FileBody extends Readable {
   }
 
   override _read(): void {
+    if (this.pumping) return;
     const size = Math.max(1, Math.min(READ_CHUNK_BYTES, this.end - this.position + 1));
     this.nextChunk(Buffer.allocUnsafeSlow(size)).then(
       (chunk) => this.push(chunk),
@@ -73,6 +80,8 @@ export class FileBody extends Readable {
     if (!(destination instanceof ServerResponse) || options?.end === false) {
       return super.pipe(destination, options);
     }
+    this.pumping = true;
+    destination.emit('pipe', this);
     this.send(destination).then(
       () => {
         if (this.destroyed) return;
@@ -100,6 +109,7 @@ export class FileBody extends Readable {
       const flowing = response.write(chunk, (err) => {
         if (!err) giveBack(written);
       });
+      this.emit('data', chunk);
       buffer = takeBuffer();
       next = this.nextChunk(buffer);
       if (!flowing) await drained(response);
