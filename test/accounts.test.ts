@@ -11,6 +11,7 @@ import { covers, tokenRole } from '../src/domain/roles.js';
 import { totpCode } from '../src/modules/auth/totp.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, sessionCookieOf, type TestApp } from './helpers/app.js';
 import { createTestDatabase } from './helpers/db.js';
+import { inOneWindow, MINUTE_MS } from './helpers/windows.js';
 
 /*
  * Team accounts (issue 12): roles owner / publisher / editor, accounts managed by owners, API tokens
@@ -275,6 +276,7 @@ describe('TOTP second factor', () => {
   });
 
   it('failed codes count toward the login rate limit', async () => {
+    await inOneWindow(MINUTE_MS);
     const limited = await buildTestApp({ LOGIN_RATE_LIMIT: '5' });
     try {
       const cookie = limited.cookie;

@@ -3,6 +3,7 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { LocalStorage } from '../src/storage/local.js';
 import { ADMIN, buildTestApp, login, sessionCookieOf, type TestApp } from './helpers/app.js';
+import { inOneWindow, MINUTE_MS } from './helpers/windows.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -255,6 +256,7 @@ describe('API tokens', () => {
 
 describe('login rate limit', () => {
   it('answers 429 {error} past LOGIN_RATE_LIMIT attempts a minute from one address', async () => {
+    await inOneWindow(MINUTE_MS);
     const limited = await buildTestApp({ LOGIN_RATE_LIMIT: '3' });
     try {
       const attempt = () =>

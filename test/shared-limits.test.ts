@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { createTestDatabase, ENGINE, type TestDatabase } from './helpers/db.js';
 import { type ServerProcess, startServer } from './helpers/process.js';
 import { REDIS_URL, redisNamespace, redisWanted } from './helpers/redis.js';
+import { HOUR_MS, inOneWindow, MINUTE_MS } from './helpers/windows.js';
 
 /*
  * Per-client bounds hold across instances (issue 12): two service processes on one database share
@@ -46,6 +47,7 @@ const post = (server: ServerProcess, url: string, body: object) =>
 
 describe('two instances, one database', () => {
   it('share the login throttle', async () => {
+    await inOneWindow(MINUTE_MS);
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
       const res = await post(i % 2 === 0 ? a : b, '/api/admin/login', { username: 'admin', password: 'wrong' });
@@ -56,6 +58,7 @@ describe('two instances, one database', () => {
   });
 
   it('share the bound on new devices per client address; known devices keep beating', async () => {
+    await inOneWindow(HOUR_MS);
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) {
       const res = await post(i % 2 === 0 ? a : b, '/api/launcher/heartbeat', { deviceId: `shared-${i}` });
@@ -100,6 +103,8 @@ describe.runIf(ENGINE === 'sqlite' && (await redisWanted()))(
     });
 
     it('share the login throttle and the bound on new devices', async () => {
+      await inOneWindow(MINUTE_MS);
+      await inOneWindow(HOUR_MS);
       const logins: number[] = [];
       for (let i = 0; i < 6; i++) {
         const res = await post(i % 2 === 0 ? c : d, '/api/admin/login', { username: 'admin', password: 'wrong' });
