@@ -51,12 +51,17 @@ export class FileBody extends Readable {
     this.end = range.end;
   }
 
+  /** Bytes of the range not read yet. */
+  private get left(): number {
+    return this.end - this.position + 1;
+  }
+
   /**
    * The next chunk read into `buffer` (a view of it), or null at the end of the range. A file that
    * ends before the range does is an error: the length was already promised.
    */
   private nextChunk(buffer: Buffer): Promise<Buffer | null> {
-    const wanted = Math.min(buffer.length, this.end - this.position + 1);
+    const wanted = Math.min(buffer.length, this.left);
     if (wanted <= 0 || this.destroyed) return Promise.resolve(null);
     const read = this.handle.read(buffer, 0, wanted, this.position).then(({ bytesRead }) => {
       if (bytesRead === 0) throw new Error('the file ended before the range it was opened for');
@@ -69,7 +74,7 @@ export class FileBody extends Readable {
 
   override _read(): void {
     if (this.pumping) return;
-    const size = Math.max(1, Math.min(READ_CHUNK_BYTES, this.end - this.position + 1));
+    const size = Math.max(1, Math.min(READ_CHUNK_BYTES, this.left));
     this.nextChunk(Buffer.allocUnsafeSlow(size)).then(
       (chunk) => this.push(chunk),
       (err: unknown) => this.destroy(err as Error),

@@ -1,7 +1,7 @@
 import { setImmediate } from 'node:timers/promises';
-import { sql, type Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { Db, Engine } from '../../db/index.js';
-import type { Database, DeviceRow } from '../../db/schema.js';
+import type { DeviceRow } from '../../db/schema.js';
 import type { SharedLimits } from '../../shared-limits.js';
 import { now as clockNow } from '../../domain/clock.js';
 
@@ -353,13 +353,13 @@ export class DeviceService {
 }
 
 /** Devices seen since `since` (all of them for null). */
-async function countSince(db: Kysely<Database>, since: string | null): Promise<number> {
+async function countSince(db: Db, since: string | null): Promise<number> {
   let query = db.selectFrom('devices').select((eb) => eb.fn.countAll<number>().as('n'));
   if (since !== null) query = query.where('lastSeenAt', '>=', since);
   return Number((await query.executeTakeFirstOrThrow()).n);
 }
 
-function groupOnline(db: Kysely<Database>, column: 'appVersion' | 'os', since: string) {
+function groupOnline(db: Db, column: 'appVersion' | 'os', since: string) {
   return db
     .selectFrom('devices')
     .select((eb) => [eb.ref(column).as('key'), eb.fn.countAll<number>().as('count')])
