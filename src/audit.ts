@@ -1,7 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import type { Db } from './db/index.js';
 import { newId, nowIso } from './domain/clock.js';
+import { addRouteHooks, changesState } from './http/route-hooks.js';
 
 /*
  * The audit log: every administrator change (and login, logout, failed login) with when, who
@@ -32,7 +33,6 @@ interface AuditScope {
 
 const scopes = new AsyncLocalStorage<AuditScope>();
 
-const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 const LOGIN_URL = '/api/admin/login';
 
 /** The fields sent, secrets replaced and long values cut. */
@@ -102,9 +102,9 @@ const scoped = new WeakSet<FastifyRequest>();
 let inScope = 0;
 
 /**
- * A request's scope ends with its answer. With none left open the context is switched off: while an
- * AsyncLocalStorage is on, Node tracks every promise of the process, which costs the launchers' reads
- * a few per cent though they never open one.
+ * A request's scope ends with its answer (sent or cut off). With none left open the context is
+ * switched off: while an AsyncLocalStorage is on, Node tracks every promise of the process, which
+ * costs the launchers' reads a few per cent though they never open one.
  */
 function leave(request: FastifyRequest): void {
   if (!scoped.delete(request)) return;
@@ -114,21 +114,24 @@ function leave(request: FastifyRequest): void {
 
 /**
  * Opens the audit scope of every request that may change something, and fills in the target id of
- * a create (201) from its answer once it is known.
+ * a create (201) from its answer once it is known. The hooks go only on routes of unsafe methods:
+ * a read costs nothing here, not even the hooks' turns.
  */
 export function installAudit(app: FastifyInstance, db: Db): void {
-  app.addHook('onRequest', (request, _reply, done) => {
+  const open: onRequestHookHandler = (request, reply, done) => {
     // Changes need a session or token, except a login; launchers' heartbeats carry neither.
     const credentials =
       request.headers.cookie !== undefined ||
       request.headers.authorization !== undefined ||
       request.url.startsWith(LOGIN_URL);
-    if (SAFE_METHODS.has(request.method) || !credentials) return done();
+    if (!credentials) return done();
     scoped.add(request);
     inScope += 1;
+    // 'close' comes once the answer is sent and also when the client went away midway.
+    reply.raw.once('close', () => leave(request));
     scopes.run({ request, recordId: null }, done);
-  });
-  app.addHook('onSend', (request, reply, payload, done) => {
+  };
+  const fillTarget: onSendHookHandler = (request, reply, payload, done) => {
     const scope = scoped.has(request) ? scopes.getStore() : undefined;
     if (scope?.recordId == null || reply.statusCode !== 201 || typeof payload !== 'string') return done(null, payload);
     const id = (JSON.parse(payload) as { id?: unknown }).id;
@@ -142,15 +145,8 @@ export function installAudit(app: FastifyInstance, db: Db): void {
         () => done(null, payload),
         (err: Error) => done(err),
       );
-  });
-  app.addHook('onResponse', (request, _reply, done) => {
-    leave(request);
-    done();
-  });
-  app.addHook('onRequestAbort', (request, done) => {
-    leave(request);
-    done();
-  });
+  };
+  addRouteHooks(app, (route) => (changesState(route) ? { onRequest: open, onSend: fillTarget } : null));
 }
 
 /** Whether the audit context is on (tests: it is off once no change is in flight). */

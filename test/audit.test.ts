@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditContextOpen } from '../src/audit.js';
@@ -74,6 +75,27 @@ describe('audit log', () => {
     const again = (await admin(t, 'POST', '/api/software', { slug: 'after-close', name: 'x' })).json<{ id: string }>();
     expect((await audit('?limit=1'))[0]).toMatchObject({ targetId: again.id, changes: { slug: 'after-close' } });
     expect(auditContextOpen()).toBe(false);
+  });
+
+  it('closes the scope of a change whose client went away before its body arrived', async () => {
+    await t.app.server.listen({ port: 0, host: '127.0.0.1' });
+    const address = t.app.server.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(
+      `POST /api/software HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${t.cookie}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"slug":',
+    );
+    const until = async (open: boolean) => {
+      for (let i = 0; i < 200 && auditContextOpen() !== open; i += 1) await new Promise((r) => setTimeout(r, 10));
+      return auditContextOpen();
+    };
+    // Open while the body is awaited…
+    expect(await until(true)).toBe(true);
+    socket.destroy();
+    // …and closed once the client is gone, with no answer ever sent.
+    expect(await until(false)).toBe(false);
   });
 
   it('records logins, failed logins (under the name tried), logouts and token use; secrets never', async () => {

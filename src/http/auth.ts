@@ -3,10 +3,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { mayWrite, type Role } from '../domain/roles.js';
 import type { AdminUser, AuthService } from '../modules/auth/service.js';
 import { type AppError, forbidden, unauthorized } from './errors.js';
+import { SAFE_METHODS } from './route-hooks.js';
 
 export const SESSION_COOKIE = 'sid';
-
-const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import helmet, { type HelmetOptions } from 'helmet';
+import { addRouteHooks } from './route-hooks.js';
 
 declare module 'fastify' {
   interface RouteShorthandOptions {
@@ -41,11 +42,7 @@ export function securityHeadersHook(options: HelmetOptions): onRequestHookHandle
  * and runs it for unmatched paths. Per route: the launchers' hot paths do not run it to skip it.
  */
 export function installSecurityHeaders(app: FastifyInstance, hook: onRequestHookHandler): void {
-  app.addHook('onRoute', (route) => {
-    if (route.securityHeaders === false) return;
-    const own = route.onRequest;
-    route.onRequest = own === undefined ? [hook] : [hook, ...(Array.isArray(own) ? own : [own])];
-  });
+  addRouteHooks(app, (route) => (route.securityHeaders === false ? null : { onRequest: hook }));
   app.addHook('onRequest', function unmatched(request, reply, done) {
     if (request.is404) return hook.call(this, request, reply, done);
     done();

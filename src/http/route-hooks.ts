@@ -1,0 +1,44 @@
+import type {
+  FastifyInstance,
+  onRequestHookHandler,
+  onSendHookHandler,
+  preParsingHookHandler,
+  RouteOptions,
+} from 'fastify';
+
+/** Methods that change nothing (RFC 9110 §9.2.1, less the ones no route here declares). */
+export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Methods whose bodies Fastify never reads. */
+const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'TRACE']);
+
+export interface RouteHooks {
+  onRequest?: onRequestHookHandler;
+  preParsing?: preParsingHookHandler;
+  onSend?: onSendHookHandler;
+}
+
+function listOf<T>(items: T | readonly T[] | undefined): T[] {
+  return items === undefined ? [] : Array.isArray(items) ? [...(items as readonly T[])] : [items as T];
+}
+
+/** Whether a route may change something: one of its methods is not safe. */
+export const changesState = (route: RouteOptions): boolean => listOf(route.method).some((m) => !SAFE_METHODS.has(m));
+
+/** Whether a route may read a request body: one of its methods carries one. */
+export const readsBody = (route: RouteOptions): boolean => listOf(route.method).some((m) => !BODYLESS_METHODS.has(m));
+
+/**
+ * Puts the hooks `hooksFor` gives a route first in that route's own lists, for every route declared
+ * from now on. A global hook takes its turn on every request; one put on the routes that need it
+ * costs the others nothing (the launchers' reads run none of the write-side hooks).
+ */
+export function addRouteHooks(app: FastifyInstance, hooksFor: (route: RouteOptions) => RouteHooks | null): void {
+  app.addHook('onRoute', (route) => {
+    const hooks = hooksFor(route);
+    if (hooks === null) return;
+    if (hooks.onRequest) route.onRequest = [hooks.onRequest, ...listOf(route.onRequest)];
+    if (hooks.preParsing) route.preParsing = [hooks.preParsing, ...listOf(route.preParsing)];
+    if (hooks.onSend) route.onSend = [hooks.onSend, ...listOf(route.onSend)];
+  });
+}
