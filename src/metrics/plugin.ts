@@ -5,6 +5,7 @@ import type { onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { unauthorized } from '../http/errors.js';
+import { addRouteHooks } from '../http/route-hooks.js';
 import { ErrorResponse } from '../http/schemas.js';
 import type { Metrics, ServedKind } from './metrics.js';
 
@@ -40,17 +41,16 @@ export function metricsPlugin(metrics: Metrics, token: string | null) {
       done();
     });
 
-    app.addHook('onRoute', (route) => {
+    addRouteHooks(app, (route) => {
       const kind = SERVING_ROUTES[route.url];
-      if (kind === undefined) return;
+      if (kind === undefined) return null;
       const bytes = metrics.bytesOf(kind);
       // Fastify pipes a stream payload into the response: the listener joins once the pipe exists.
       const countPiped: onRequestHookHandler = (_request, reply, done) => {
         reply.raw.once('pipe', (source: Readable) => source.on('data', (chunk: Buffer) => bytes.inc(chunk.length)));
         done();
       };
-      const existing = route.onRequest;
-      route.onRequest = existing === undefined ? [countPiped] : [...[existing].flat(), countPiped];
+      return { onRequest: countPiped };
     });
 
     const expected = token === null ? null : digest(`Bearer ${token}`);
