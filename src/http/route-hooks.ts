@@ -9,9 +9,6 @@ import type {
 /** Methods that change nothing (RFC 9110 §9.2.1, less the ones no route here declares). */
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Methods whose bodies Fastify never reads. */
-const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'TRACE']);
-
 export interface RouteHooks {
   onRequest?: onRequestHookHandler;
   preParsing?: preParsingHookHandler;
@@ -24,9 +21,6 @@ function listOf<T>(items: T | readonly T[] | undefined): T[] {
 
 /** Whether a route may change something: one of its methods is not safe. */
 export const changesState = (route: RouteOptions): boolean => listOf(route.method).some((m) => !SAFE_METHODS.has(m));
-
-/** Whether a route may read a request body: one of its methods carries one. */
-export const readsBody = (route: RouteOptions): boolean => listOf(route.method).some((m) => !BODYLESS_METHODS.has(m));
 
 /**
  * Puts the hooks `hooksFor` gives a route first in that route's own lists, for every route declared
