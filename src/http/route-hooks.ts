@@ -1,17 +1,10 @@
-import type {
-  FastifyInstance,
-  onRequestHookHandler,
-  onSendHookHandler,
-  preParsingHookHandler,
-  RouteOptions,
-} from 'fastify';
+import type { FastifyInstance, onRequestHookHandler, onSendHookHandler, RouteOptions } from 'fastify';
 
 /** Methods that change nothing (RFC 9110 §9.2.1, less the ones no route here declares). */
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export interface RouteHooks {
   onRequest?: onRequestHookHandler;
-  preParsing?: preParsingHookHandler;
   onSend?: onSendHookHandler;
 }
 
@@ -32,7 +25,6 @@ export function addRouteHooks(app: FastifyInstance, hooksFor: (route: RouteOptio
     const hooks = hooksFor(route);
     if (hooks === null) return;
     if (hooks.onRequest) route.onRequest = [hooks.onRequest, ...listOf(route.onRequest)];
-    if (hooks.preParsing) route.preParsing = [hooks.preParsing, ...listOf(route.preParsing)];
     if (hooks.onSend) route.onSend = [hooks.onSend, ...listOf(route.onSend)];
   });
 }
