@@ -9,7 +9,7 @@ export interface RouteHooks {
 }
 
 function listOf<T>(items: T | readonly T[] | undefined): T[] {
-  return items === undefined ? [] : Array.isArray(items) ? [...(items as readonly T[])] : [items as T];
+  return items === undefined ? [] : ([] as T[]).concat(items);
 }
 
 /** Whether a route may change something: one of its methods is not safe. */
