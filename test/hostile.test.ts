@@ -361,4 +361,41 @@ describe('slow clients', () => {
       clearInterval(drip);
     }
   }, 20_000);
+
+  it('keeps a connection whose bodies came whole, and cuts off a later one that drips on it', async () => {
+    const socket = await connect();
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString()));
+    let closedAt: number | null = null;
+    socket.on('close', () => (closedAt = performance.now()));
+    socket.on('error', () => undefined);
+    const answered = async (count: number) => {
+      while ((received.match(/HTTP\/1\.1 /g) ?? []).length < count) await new Promise((r) => setTimeout(r, 20));
+    };
+    const beat = '{"deviceId":"kept-alive"}';
+    const post = (length: number) =>
+      `POST /api/launcher/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    // A whole body, then one the schema refuses (400): both read, neither may be cut off later.
+    socket.write(post(beat.length) + beat);
+    await answered(1);
+    socket.write(post(14) + '{"deviceId":1}');
+    await answered(2);
+    await new Promise((r) => setTimeout(r, BODY_TIMEOUT_MS + 2000));
+    expect(closedAt, received).toBeNull();
+    socket.write('GET /api/server-time HTTP/1.1\r\nHost: x\r\n\r\n');
+    await answered(3);
+    expect(received.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400', 'HTTP/1.1 200']);
+    // The same connection's next body drips: its deadline is its own, from its headers.
+    const started = performance.now();
+    socket.write(post(1000) + '{');
+    const drip = setInterval(() => socket.destroyed || socket.write(' '), 100);
+    try {
+      while (closedAt === null) await new Promise((r) => setTimeout(r, 50));
+      const elapsed = (closedAt as number) - started;
+      expect(elapsed).toBeGreaterThanOrEqual(BODY_TIMEOUT_MS - 100);
+      expect(elapsed).toBeLessThan(BODY_TIMEOUT_MS + 2000);
+    } finally {
+      clearInterval(drip);
+    }
+  }, 30_000);
 });
