@@ -29,6 +29,10 @@ describe('rollout bucket', () => {
       const deviceId = `device-${i}`;
       expect(rolloutBucket(versionId, deviceId)).toBe(bucketOf(versionId, deviceId));
     }
+    // Any printable deviceId: hashed as its UTF-8 bytes (a lone surrogate as U+FFFD, as Node encodes it).
+    for (const deviceId of ['启动器-设备-7', 'café-😀', 'x'.repeat(128), 'lone-\ud800-surrogate']) {
+      expect(rolloutBucket('version-1', deviceId)).toBe(bucketOf('version-1', deviceId));
+    }
   });
 
   it.each([
