@@ -46,11 +46,15 @@ export class LocalStorage implements Storage {
   /**
    * Where a key's bytes really are, following links, or null when there is nothing there or when
    * a link leads out of the store (a link to `/etc/passwd` or to the data folder names nothing).
+   *
+   * Synchronous, like `stat` below: the kernel answers both from its caches in about 2 µs, where each
+   * trip through libuv's thread pool cost a download about 20 µs of CPU (wake a thread, hand the
+   * answer back to the loop). The bytes themselves are still read off the event loop (`FileBody`).
    */
-  private async locate(key: string): Promise<string | null> {
+  private locate(key: string): string | null {
     let real: string;
     try {
-      real = await fs.promises.realpath(this.resolve(key));
+      real = fs.realpathSync.native(this.resolve(key));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') return null;
@@ -86,24 +90,19 @@ export class LocalStorage implements Storage {
   }
 
   async stat(key: string): Promise<ObjectInfo | null> {
-    const file = await this.locate(key);
+    const file = this.locate(key);
     if (file === null) return null;
-    try {
-      const st = await fs.promises.stat(file);
-      if (!st.isFile()) return null;
-      const info = { size: st.size, lastModified: st.mtime };
-      this.located.set(info, { key, file });
-      return info;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw err;
-    }
+    const st = fs.statSync(file, { throwIfNoEntry: false });
+    if (st === undefined || !st.isFile()) return null;
+    const info = { size: st.size, lastModified: st.mtime };
+    this.located.set(info, { key, file });
+    return info;
   }
 
   async read(key: string, range?: ByteRange, checked?: ObjectInfo): Promise<Readable> {
     // Resolving links costs a system call per folder: a download resolves its file once.
     const known = checked === undefined ? undefined : this.located.get(checked);
-    const file = known?.key === key ? known.file : await this.locate(key);
+    const file = known?.key === key ? known.file : this.locate(key);
     if (file === null) throw Object.assign(new Error(`no such object: ${key}`), { code: 'ENOENT' });
     const handle = await fs.promises.open(file, 'r');
     if (range) return new FileBody(handle, range);
