@@ -4,6 +4,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { PassThrough } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { pipeline } from 'node:stream/promises';
@@ -193,6 +195,36 @@ describe("a stored file's stream used directly", () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it('closes its file when read to the end, when destroyed unread, and when dropped unread', async () => {
+    const store = fs.realpathSync(dir);
+    const waitFor = async (open: number, step: () => void = () => undefined) => {
+      const deadline = Date.now() + 5000;
+      while (openFilesIn(store) !== open && Date.now() < deadline) {
+        step();
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      return openFilesIn(store);
+    };
+    expect(await waitFor(0)).toBe(0);
+
+    await text(await storage.read('a/file.bin'));
+    expect(await waitFor(0)).toBe(0);
+
+    const unread = await storage.read('a/file.bin');
+    expect(openFilesIn(store)).toBe(1);
+    unread.destroy();
+    expect(await waitFor(0)).toBe(0);
+
+    // A body nobody ends or destroys (an error on a path that never sends it) is closed once collected.
+    let dropped: unknown = await storage.read('a/file.bin');
+    expect(dropped).toBeDefined();
+    expect(openFilesIn(store)).toBe(1);
+    dropped = null;
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    expect(await waitFor(0, gc)).toBe(0);
   });
 
   it('fails a read whose file is shorter than the range it was opened for', async () => {

@@ -1,4 +1,4 @@
-import type { FileHandle } from 'node:fs/promises';
+import fs from 'node:fs';
 import { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ByteRange } from './storage.js';
@@ -19,6 +19,12 @@ function giveBack(buffer: Buffer) {
   if (pool.length < POOL_BUFFERS) pool.push(buffer);
 }
 
+/**
+ * A body dropped without being ended or destroyed (an error on a path that never sends it) closes
+ * its file when collected, as Node's FileHandle does, rather than keep the descriptor forever.
+ */
+const abandoned = new FinalizationRegistry<number>((fd) => fs.close(fd, () => undefined));
+
 /** How many read buffers wait for reuse (tests). */
 export const pooledBuffers = () => pool.length;
 
@@ -29,6 +35,10 @@ export const pooledBuffers = () => pool.length;
  * of such memory with a full collection: streaming at disk speed, that is several a second, each as
  * costly as the whole heap is large (a third of a download's CPU with a large catalogue in memory).
  * Any other consumer reads it as an ordinary stream of fresh chunks.
+ *
+ * It owns `fd`, an open file descriptor, and closes it when it ends or is destroyed. Reads go through
+ * libuv's thread pool with `fs.read`; `fs/promises`' FileHandle costs each read (and the open and
+ * close around them) a promise round of its own: 64 KiB downloads ran at 0.6× the requests per second.
  *
  * Piped into a response it shows what Node's pipe shows: `pipe` on the response, `data` for each
  * chunk as it is written (the metrics count served bytes so), `end`. Those chunks are lent: a
@@ -43,12 +53,13 @@ export class FileBody extends Readable {
   private reading: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly handle: FileHandle,
+    private readonly fd: number,
     range: ByteRange,
   ) {
     super({ highWaterMark: READ_CHUNK_BYTES });
     this.position = range.start;
     this.end = range.end;
+    abandoned.register(this, fd, this);
   }
 
   /** Bytes of the range not read yet. */
@@ -63,7 +74,7 @@ export class FileBody extends Readable {
   private nextChunk(buffer: Buffer): Promise<Buffer | null> {
     const wanted = Math.min(buffer.length, this.left);
     if (wanted <= 0 || this.destroyed) return Promise.resolve(null);
-    const read = this.handle.read(buffer, 0, wanted, this.position).then(({ bytesRead }) => {
+    const read = readAt(this.fd, buffer, wanted, this.position).then((bytesRead) => {
       if (bytesRead === 0) throw new Error('the file ended before the range it was opened for');
       this.position += bytesRead;
       return bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
@@ -127,13 +138,24 @@ export class FileBody extends Readable {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    void this.reading
-      .then(() => this.handle.close())
-      .then(
-        () => callback(error),
-        (closeError: unknown) => callback(error ?? (closeError as Error)),
-      );
+    void this.reading.then(() => {
+      abandoned.unregister(this);
+      try {
+        // Closing a file opened for reading flushes nothing: the kernel answers at once.
+        fs.closeSync(this.fd);
+        callback(error);
+      } catch (closeError) {
+        callback(error ?? (closeError as Error));
+      }
+    });
   }
+}
+
+/** Reads `length` bytes of `fd` at `position` into the start of `buffer`; resolves with the count read. */
+function readAt(fd: number, buffer: Buffer, length: number, position: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    fs.read(fd, buffer, 0, length, position, (err, bytesRead) => (err ? reject(err) : resolve(bytesRead)));
+  });
 }
 
 /** Until the response can take more bytes, or is gone. */
