@@ -1,19 +1,8 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { NGINX, startNginx } from '../test/helpers/nginx.js';
-import { api, type Scenario, type ScenarioProvider, uploadFile } from './lib.js';
-
-function wrkInstalled(): boolean {
-  try {
-    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch (err) {
-    // wrk prints its usage and exits 1 on --version: only a missing binary is absent.
-    return (err as NodeJS.ErrnoException).code !== 'ENOENT';
-  }
-}
+import { api, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
 
 /**
  * Downloads of a 1 MiB and a 100 MiB installer at 1 and 32 connections: streamed by the service

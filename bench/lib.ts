@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import type { ServerProcess } from '../test/helpers/process.js';
 
 /**
@@ -106,4 +106,15 @@ export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+/** Whether wrk is on the PATH: the download scenarios load with it. */
+export function wrkInstalled(): boolean {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (err) {
+    // wrk prints its usage and exits 1 on --version: only a missing binary is absent.
+    return (err as NodeJS.ErrnoException).code !== 'ENOENT';
+  }
 }
