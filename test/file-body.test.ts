@@ -218,10 +218,11 @@ describe("a stored file's stream used directly", () => {
     expect(await waitFor(0)).toBe(0);
 
     // A body nobody ends or destroys (an error on a path that never sends it) is closed once collected.
-    let dropped: unknown = await storage.read('a/file.bin');
-    expect(dropped).toBeDefined();
-    expect(openFilesIn(store)).toBe(1);
-    dropped = null;
+    const drop = async () => {
+      expect(await storage.read('a/file.bin')).toBeDefined();
+      expect(openFilesIn(store)).toBe(1);
+    };
+    await drop();
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('gc') as () => void;
     expect(await waitFor(0, gc)).toBe(0);
