@@ -24,7 +24,7 @@ export const scenarios: ScenarioProvider = async (target) => {
       name: 'download 64 KiB',
       path: `/api/software/download/${version.id}`,
       wrk: true,
-      baseline: { ...target.bare, url: `${target.bare.url}/file/${file.filePath.slice('/uploads/'.length)}` },
+      baseline: { ...target.bare, url: `${target.bare.url}/file/${file.key}` },
     },
   ];
 };

@@ -26,7 +26,7 @@ export const scenarios: ScenarioProvider = async (target) => {
       versionCode: files.length + 1,
       filePath: file.filePath,
     });
-    files.push({ label, key: file.filePath.slice('/uploads/'.length), versionId: version.id });
+    files.push({ label, key: file.key, versionId: version.id });
   }
   const each = (make: (file: (typeof files)[number], connections: number) => Scenario) =>
     files.flatMap((file) => [1, 32].map((connections) => make(file, connections)));

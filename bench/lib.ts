@@ -1,4 +1,5 @@
 import { type ChildProcess, execFileSync } from 'node:child_process';
+import { keyFromFilePath } from '../src/storage/storage.js';
 import type { ServerProcess } from '../test/helpers/process.js';
 
 /**
@@ -90,7 +91,12 @@ export async function api<T = unknown>(target: BenchTarget, method: string, path
 }
 
 /** Uploads a file through the API as the administrator. */
-export async function uploadFile(target: BenchTarget, name: string, content: Buffer): Promise<{ filePath: string }> {
+/** Uploads `content` as `name`: its `filePath` (`/uploads/…`) and its key in the store. */
+export async function uploadFile(
+  target: BenchTarget,
+  name: string,
+  content: Buffer,
+): Promise<{ filePath: string; key: string }> {
   const form = new FormData();
   form.append('file', new Blob([new Uint8Array(content)]), name);
   const res = await fetch(`${target.url}/api/upload`, {
@@ -99,7 +105,10 @@ export async function uploadFile(target: BenchTarget, name: string, content: Buf
     body: form,
   });
   if (res.status !== 201) throw new Error(`upload → ${res.status}: ${await res.text()}`);
-  return (await res.json()) as { filePath: string };
+  const { filePath } = (await res.json()) as { filePath: string };
+  const key = keyFromFilePath(filePath);
+  if (key === null) throw new Error(`upload answered a path outside the store: ${filePath}`);
+  return { filePath, key };
 }
 
 export function median(values: readonly number[]): number {

@@ -46,6 +46,19 @@ function openFilesIn(folder: string): number {
   }).length;
 }
 
+/**
+ * How many files of `folder` are open once those closing have closed (they close moments after
+ * their answer's last byte, asynchronously): waits up to 5 s for none, calling `step` between looks.
+ */
+async function openFilesSettled(folder: string, step: () => void = () => undefined): Promise<number> {
+  const deadline = Date.now() + 5000;
+  while (openFilesIn(folder) > 0 && Date.now() < deadline) {
+    step();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return openFilesIn(folder);
+}
+
 describe('downloads through recycled read buffers (src/storage/file-body.ts)', () => {
   let t: TestApp;
   let base: string;
@@ -103,14 +116,8 @@ describe('downloads through recycled read buffers (src/storage/file-body.ts)', (
 
   it('closes the file of every download a client abandons', async () => {
     const store = fs.realpathSync(path.join(t.dir, 'uploads'));
-    const openFiles = () => openFilesIn(store);
-    // Files close moments after their answer's last byte (asynchronously): let those of earlier tests go.
-    const settled = async () => {
-      const deadline = Date.now() + 3000;
-      while (openFiles() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      return openFiles();
-    };
-    expect(await settled()).toBe(0);
+    // The files of earlier tests' answers may still be closing.
+    expect(await openFilesSettled(store)).toBe(0);
     const file = files[0]!;
     await Promise.all(
       Array.from(
@@ -128,7 +135,7 @@ describe('downloads through recycled read buffers (src/storage/file-body.ts)', (
       ),
     );
     // The server notices each closed socket and closes the file within moments.
-    expect(await settled()).toBe(0);
+    expect(await openFilesSettled(store)).toBe(0);
     // And keeps serving.
     const after = await download(`${base}/api/software/download/${file.versionId}`);
     expect(sha256(after.body)).toBe(sha256(file.content));
@@ -199,23 +206,15 @@ describe("a stored file's stream used directly", () => {
 
   it('closes its file when read to the end, when destroyed unread, and when dropped unread', async () => {
     const store = fs.realpathSync(dir);
-    const waitFor = async (open: number, step: () => void = () => undefined) => {
-      const deadline = Date.now() + 5000;
-      while (openFilesIn(store) !== open && Date.now() < deadline) {
-        step();
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      return openFilesIn(store);
-    };
-    expect(await waitFor(0)).toBe(0);
+    expect(await openFilesSettled(store)).toBe(0);
 
     await text(await storage.read('a/file.bin'));
-    expect(await waitFor(0)).toBe(0);
+    expect(await openFilesSettled(store)).toBe(0);
 
     const unread = await storage.read('a/file.bin');
     expect(openFilesIn(store)).toBe(1);
     unread.destroy();
-    expect(await waitFor(0)).toBe(0);
+    expect(await openFilesSettled(store)).toBe(0);
 
     // A body nobody ends or destroys (an error on a path that never sends it) is closed once collected.
     const drop = async () => {
@@ -225,7 +224,7 @@ describe("a stored file's stream used directly", () => {
     await drop();
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('gc') as () => void;
-    expect(await waitFor(0, gc)).toBe(0);
+    expect(await openFilesSettled(store, gc)).toBe(0);
   });
 
   it('fails a read whose file is shorter than the range it was opened for', async () => {
