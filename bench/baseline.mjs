@@ -3,6 +3,9 @@
  * matching the size of the service's answer being compared; `/file/<key>` streams a file of the
  * store (`FILE_ROOT`) with `fs.createReadStream`, as the smallest Node file server would.
  *
+ * `BASELINE=fastify`: `/?bytes=N` answered by Fastify alone instead (one route, no plugin or hook,
+ * logging set as the service sets it): the framework's own ceiling, for reading the service's ratios.
+ *
  * Plain JavaScript: it runs without a TypeScript loader, like the built service it is compared with.
  */
 /* global process, Buffer */
@@ -43,18 +46,37 @@ function sendFile(res, key) {
   fs.createReadStream(file).pipe(res);
 }
 
-const server = http.createServer((req, res) => {
-  const url = req.url ?? '/';
-  if (url.startsWith('/file/')) return sendFile(res, decodeURIComponent(url.slice('/file/'.length)));
-  const bytes = Number(/[?&]bytes=(\d+)/.exec(url)?.[1] ?? 64);
-  req.resume();
-  req.on('end', () => {
-    const body = bodyOf(bytes);
-    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length });
-    res.end(body);
+/** The constant JSON of `/?bytes=N` and the store's files, straight from node:http. */
+function bareServer() {
+  return http.createServer((req, res) => {
+    const url = req.url ?? '/';
+    if (url.startsWith('/file/')) return sendFile(res, decodeURIComponent(url.slice('/file/'.length)));
+    const bytes = Number(/[?&]bytes=(\d+)/.exec(url)?.[1] ?? 64);
+    req.resume();
+    req.on('end', () => {
+      const body = bodyOf(bytes);
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length });
+      res.end(body);
+    });
   });
-});
+}
 
+/** The same constant JSON through Fastify with nothing else: what every route of the service starts from. */
+async function fastifyServer() {
+  const { default: Fastify, LogController } = await import('fastify');
+  const app = Fastify({
+    logger: { level: 'info' },
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  app.get('/', (request, reply) => {
+    const { bytes } = /** @type {{ bytes?: string }} */ (request.query);
+    reply.type('application/json; charset=utf-8').send(bodyOf(Number(bytes ?? 64)));
+  });
+  await app.ready();
+  return app.server;
+}
+
+const server = process.env.BASELINE === 'fastify' ? await fastifyServer() : bareServer();
 server.keepAliveTimeout = 72_000;
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   const address = server.address();

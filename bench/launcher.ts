@@ -28,8 +28,15 @@ export const scenarios: ScenarioProvider = async (target) => {
   const plainPath = (n: number) => `/api/software/check-update?slug=${slug}&versionCode=110&lang=en&n=${n % 10_000}`;
   const stagedPath = (n: number) =>
     `/api/software/check-update?slug=staged&versionCode=110&lang=en&deviceId=device-${n % 10_000}`;
+  const fixedPath = `/api/software/check-update?slug=${slug}&versionCode=110&lang=en`;
+  // Fastify alone answers constant JSON of the same size as the fixed-URL answer.
+  const size = (await (await fetch(target.url + fixedPath)).arrayBuffer()).byteLength;
+  const fastifyAlone = { ...target.fastify, url: `${target.fastify.url}/?bytes=${size}` };
   return [
-    { name: 'check-update', path: `/api/software/check-update?slug=${slug}&versionCode=110&lang=en`, aim: 0.5 },
+    { name: 'check-update', path: fixedPath, aim: 0.5 },
+    // How the aim above divides: the framework's own ceiling against bare node, and the service against it.
+    { name: 'Fastify alone (reference)', path: fixedPath, url: fastifyAlone.url, process: fastifyAlone.process },
+    { name: 'check-update against Fastify alone', path: fixedPath, baseline: fastifyAlone },
     { name: 'check-update plain', path: plainPath(0), makePath: plainPath },
     {
       // A latest at 20%: each answer is signed once when rendered, as in the plain scenario.

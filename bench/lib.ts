@@ -70,6 +70,8 @@ export interface BenchTarget {
 export interface BenchRun extends BenchTarget {
   /** The bare node:http baseline: constant JSON at `/?bytes=N`, and the store's files at `/file/<key>`. */
   bare: Baseline;
+  /** The same constant JSON at `/?bytes=N` through Fastify alone: the framework's own ceiling. */
+  fastify: Baseline;
   /** Starts another service process on the same database and folder, stopped after the run. */
   startService(env: Record<string, string>): Promise<ServerProcess>;
   /** Runs `stop` after the run (in reverse order). */

@@ -10,7 +10,8 @@ import { type Baseline, type BenchRun, type LoopDelay, median, type Scenario, ty
  * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]]
  * Loads each scenario on the real service and on its baseline (by default a bare node:http server
  * answering the same number of bytes) in turn, `rounds` times, and prints medians, the ratio of the
- * two rates and the p99 of each server's event-loop delay while it was loaded.
+ * two rates and the p99 of each server's event-loop delay while it was loaded. A second baseline,
+ * Fastify alone answering the same bytes, shows how much of a ratio the framework itself takes.
  * --compare KEY=VALUE[,KEY=VALUE]: the default baseline is the service itself with those settings
  * (e.g. METRICS=off), on the same database and files, instead of the bare server.
  */
@@ -139,10 +140,14 @@ async function loadWithAutocannon(url: string, scenario: Scenario): Promise<Load
   };
 }
 
-async function startBaseline(fileRoot: string): Promise<{ url: string; child: ChildProcess }> {
+/** The bare baseline (bench/baseline.mjs), or with `BASELINE: 'fastify'` in `env` the Fastify-alone one. */
+async function startBaseline(
+  fileRoot: string,
+  env: Record<string, string> = {},
+): Promise<{ url: string; child: ChildProcess }> {
   const script = path.join(import.meta.dirname, 'baseline.mjs');
   const child = spawn(process.execPath, ['--import', PROBE, script], {
-    env: { ...process.env, FILE_ROOT: fileRoot },
+    env: { ...process.env, FILE_ROOT: fileRoot, ...env },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -190,6 +195,7 @@ const serviceEnv = {
 };
 let server = await startService(serviceEnv);
 const baseline = await startBaseline(path.join(dataDir, 'uploads'));
+const fastifyAlone = await startBaseline(dataDir, { BASELINE: 'fastify' });
 const cleanups: Array<() => Promise<unknown>> = [];
 const compared = compareEnv ? await startService({ ...serviceEnv, ...compareEnv }) : null;
 
@@ -207,6 +213,7 @@ try {
     databaseUrl: database.config.kind === 'postgres' ? database.config.url : null,
     dataDir,
     bare: { name: 'bare node', url: baseline.url, process: baseline.child },
+    fastify: { name: 'Fastify alone', url: fastifyAlone.url, process: fastifyAlone.child },
     async startService(env) {
       const other = await startService({ ...serviceEnv, ...env });
       cleanups.push(() => other.stop('SIGTERM'));
@@ -299,6 +306,7 @@ try {
 } finally {
   while (cleanups.length > 0) await cleanups.pop()?.();
   baseline.child.kill('SIGTERM');
+  fastifyAlone.child.kill('SIGTERM');
   await compared?.stop('SIGTERM');
   await server.stop('SIGTERM');
   await database.drop();
