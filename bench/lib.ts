@@ -92,8 +92,7 @@ export async function api<T = unknown>(target: BenchTarget, method: string, path
   return (text === '' ? undefined : JSON.parse(text)) as T;
 }
 
-/** Uploads a file through the API as the administrator. */
-/** Uploads `content` as `name`: its `filePath` (`/uploads/…`) and its key in the store. */
+/** Uploads `content` as `name` as the administrator: its `filePath` (`/uploads/…`) and its key in the store. */
 export async function uploadFile(
   target: BenchTarget,
   name: string,

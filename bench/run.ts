@@ -194,8 +194,9 @@ const serviceEnv = {
   ...(database.config.kind === 'postgres' ? { DATABASE_URL: database.config.url } : {}),
 };
 let server = await startService(serviceEnv);
-const baseline = await startBaseline(path.join(dataDir, 'uploads'));
-const fastifyAlone = await startBaseline(dataDir, { BASELINE: 'fastify' });
+const uploads = path.join(dataDir, 'uploads');
+const baseline = await startBaseline(uploads);
+const fastifyAlone = await startBaseline(uploads, { BASELINE: 'fastify' });
 const cleanups: Array<() => Promise<unknown>> = [];
 const compared = compareEnv ? await startService({ ...serviceEnv, ...compareEnv }) : null;
 
