@@ -38,8 +38,8 @@ export default async (): Promise<ViteUserConfig> => {
           extends: true as const,
           test: {
             name: engine,
-            include: ['test/**/*.test.ts'],
-            exclude: ['test/console/**', 'node_modules/**'],
+            include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
+            exclude: ['test/console/**', '**/node_modules/**'],
             env: { TEST_ENGINE: engine },
           },
         })),
