@@ -83,6 +83,8 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         admin.route({
           method: ['OPTIONS', 'POST'],
           url: RESUMABLE_PATH,
+          // OPTIONS here is tus discovery (with credentials, like every admin endpoint), not a CORS preflight.
+          config: { cors: { preflight: false } },
           schema: { ...tus, summary: 'Resumable upload: discover (OPTIONS) or create (POST, answers Location)' },
           handler: (request, reply) => resumable.handle(request, reply),
         });
