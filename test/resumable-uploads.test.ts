@@ -13,7 +13,7 @@ import { LocalStorage } from '../src/storage/local.js';
 import { S3Storage } from '../src/storage/s3.js';
 import type { Storage } from '../src/storage/storage.js';
 import { admin, buildTestApp, createPackage, type TestApp } from './helpers/app.js';
-import { startS3, type TestS3 } from './helpers/s3.js';
+import { S3RVER_CREDENTIALS, startS3, type TestS3 } from './helpers/s3.js';
 import { apiToken, listen, tusUpload } from './helpers/tus.js';
 
 /**
@@ -56,9 +56,9 @@ function s3Store(s3: () => TestS3): Store {
     return storage;
   };
   return {
-    open: (dir) => new S3Storage(configFor(dir)),
+    open: (dir) => new S3Storage(configFor(dir), { credentials: S3RVER_CREDENTIALS }),
     leftovers: async (dir) => {
-      const storage = new S3Storage(configFor(dir));
+      const storage = new S3Storage(configFor(dir), { credentials: S3RVER_CREDENTIALS });
       try {
         const listed = await storage.client.send(
           new ListObjectsV2Command({ Bucket: s3().bucket, Prefix: `${prefixes.get(dir)}/.tus/` }),
@@ -185,7 +185,11 @@ describe.each([
     expect(offset).toBeGreaterThan(0);
     expect(offset).toBeLessThanOrEqual(600_000);
     const accepted: number[] = [];
-    await tusUpload(base, token, data, 'cut.bin', { uploadUrl: url, chunkSize: 200_000, onChunk: (a) => accepted.push(a) });
+    await tusUpload(base, token, data, 'cut.bin', {
+      uploadUrl: url,
+      chunkSize: 200_000,
+      onChunk: (a) => accepted.push(a),
+    });
     // The first chunk sent after resuming starts at the kept offset.
     expect(accepted[0]).toBe(Math.min(offset + 200_000, data.length));
     const res = await fetch(url, { headers: auth() });
@@ -206,7 +210,10 @@ describe.each([
       const url = await tusUpload(base, token, data, 'shared.bin', { chunkSize: 300_000, stopAfter: 300_000 });
       expect(await offsetOf(url)).toBe(300_000);
       const onSecond = url.replace(base, `http://127.0.0.1:${port}`);
-      await tusUpload(`http://127.0.0.1:${port}`, token, data, 'shared.bin', { uploadUrl: onSecond, chunkSize: 300_000 });
+      await tusUpload(`http://127.0.0.1:${port}`, token, data, 'shared.bin', {
+        uploadUrl: onSecond,
+        chunkSize: 300_000,
+      });
       const res = await fetch(url, { headers: auth() });
       expect(await res.json()).toMatchObject({ originalName: 'shared.bin', size: data.length, sha256: sha256(data) });
     } finally {
@@ -242,7 +249,10 @@ describe.each([
     await json(await create(10, 'x', { 'upload-length': '', 'upload-defer-length': '1' }), 400);
     await json(await fetch(`${base}/api/admin/uploads/00000000-0000-4000-8000-000000000000`, { headers: auth() }), 404);
     await json(await fetch(url, { headers: auth() }), 409);
-    await json(await fetch(`${base}/api/admin/uploads`, { method: 'POST', headers: { ...TUS, 'upload-length': '1' } }), 401);
+    await json(
+      await fetch(`${base}/api/admin/uploads`, { method: 'POST', headers: { ...TUS, 'upload-length': '1' } }),
+      401,
+    );
     // A cookie-authenticated write from another site's page is refused (the cross-origin guard).
     const crossSite = await fetch(`${base}/api/admin/uploads`, {
       method: 'POST',
@@ -273,7 +283,7 @@ describe.each([
     const res = await fetch(url, {
       method: 'PATCH',
       headers: { ...auth(), ...TUS, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' },
-      body: bytes(100_000),
+      body: new Uint8Array(bytes(100_000)),
     });
     expect(res.status).toBe(204);
     const kept = async () => (await store.leftovers(storeDir())).filter((name) => name.startsWith(id));

@@ -30,6 +30,14 @@ function isNotFound(err: unknown): boolean {
   return e?.name === 'NotFound' || e?.name === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404;
 }
 
+/** tus's S3 store, whose `remove` (termination) also deletes the short tail it keeps as `<id>.part`. */
+class ResumableS3Store extends S3Store {
+  override async remove(id: string): Promise<void> {
+    await super.remove(id);
+    await this.client.deleteObject({ Bucket: this.bucket, Key: this.partKey(id, true) });
+  }
+}
+
 /** An object's body as a Node stream. */
 function bodyStream(body: GetObjectCommandOutput['Body']): Readable {
   if (body instanceof Readable) return body;
@@ -156,7 +164,7 @@ export class S3Storage implements Storage {
   resumable(expiryMs: number): ResumableStore {
     const bucket = this.config.bucket;
     const idPrefix = `${this.config.prefix === '' ? '' : `${this.config.prefix}/`}${RESUMABLE_FOLDER}/`;
-    const datastore = new S3Store({
+    const datastore = new ResumableS3Store({
       partSize: PART_SIZE,
       expirationPeriodInMilliseconds: expiryMs,
       // Expiry is the service's own sweep (on its clock), not bucket lifecycle rules on tags.

@@ -85,6 +85,8 @@ export class ResumableUploads {
     });
     if (answer.status >= 400) {
       const text = (await answer.text()).trim();
+      // A failure of the store is logged and answered without its details, like every 5xx.
+      if (answer.status >= 500) throw new Error(`resumable upload failed (${answer.status}): ${text}`);
       throw new AppError(answer.status, text === '' ? 'upload request refused' : text);
     }
     return reply.code(answer.status).send();
