@@ -69,7 +69,9 @@ export class Api {
       });
     } catch (err) {
       const cause = (err as Error).cause;
-      throw new Error(`${method} ${path}: ${cause instanceof Error ? cause.message : (err as Error).message}`);
+      throw new Error(`${method} ${path}: ${cause instanceof Error ? cause.message : (err as Error).message}`, {
+        cause: err,
+      });
     }
     const text = await res.text();
     let answer: unknown = null;
@@ -80,7 +82,10 @@ export class Api {
     }
     if (!res.ok) {
       const error = (answer as { error?: unknown } | null)?.error;
-      throw new ApiError(res.status, `${method} ${path}: ${res.status} ${typeof error === 'string' ? error : res.statusText}`);
+      throw new ApiError(
+        res.status,
+        `${method} ${path}: ${res.status} ${typeof error === 'string' ? error : res.statusText}`,
+      );
     }
     return answer as T;
   }

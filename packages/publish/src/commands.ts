@@ -6,7 +6,7 @@ import { Api, type Release, tokenFrom, type Version } from './api.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
-import { describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
+import { CHUNK_BYTES, describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
 
 export interface Context {
   /** Where progress goes (stderr); stdout carries only the answer's JSON line. */
@@ -22,6 +22,15 @@ export interface Command {
 
 const server: OptionSpecs = {
   server: { value: 'URL', help: 'the service, e.g. https://dist.example.com', required: true },
+};
+
+/** Options of the commands that upload a build. */
+const upload: OptionSpecs = {
+  file: { value: 'F', help: 'the build to upload', required: true },
+  'chunk-size': {
+    value: 'BYTES',
+    help: `bytes per upload request (default ${CHUNK_BYTES}, under proxies' body caps)`,
+  },
 };
 
 const versionId: OptionSpecs = {
@@ -50,13 +59,15 @@ function defined(fields: Record<string, unknown>): Record<string, unknown> {
 /** Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. */
 async function publishFile<T>(
   api: Api,
+  options: ParsedOptions,
   file: LocalFile,
   context: Context,
   create: (filePath: string) => Promise<T>,
 ): Promise<T> {
   const state = new FileUrlStorage(stateFile(context.env));
   const progress = progressReporter(context.progress, `upload ${file.name}`);
-  const stored = await uploadFile(api, file, { state, progress });
+  const chunkBytes = integerOption(options, 'chunk-size', 1, Number.MAX_SAFE_INTEGER) ?? CHUNK_BYTES;
+  const stored = await uploadFile(api, file, { state, progress, chunkBytes });
   progress.done();
   const created = await create(stored.filePath);
   await forgetUpload(api, file, state);
@@ -69,7 +80,10 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
   const rolloutPercent = integerOption(options, 'rollout', 0, 100);
   const file = await describeFile(options.require('file'));
-  const pkg = await api.json<{ id: string; versions: Version[] }>('GET', `/api/admin/software/${encodeURIComponent(slug)}`);
+  const pkg = await api.json<{ id: string; versions: Version[] }>(
+    'GET',
+    `/api/admin/software/${encodeURIComponent(slug)}`,
+  );
   const existing = pkg.versions.find((v) => v.versionCode === versionCode);
   if (existing !== undefined) {
     if (existing.sha256 === file.sha256) return existing;
@@ -78,7 +92,7 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
         `with a different file (sha256 ${existing.sha256 ?? 'unknown'}, this file ${file.sha256})`,
     );
   }
-  return publishFile(api, file, context, (filePath) =>
+  return publishFile(api, options, file, context, (filePath) =>
     api.json<Version>(
       'POST',
       `/api/software/${encodeURIComponent(pkg.id)}/versions`,
@@ -116,7 +130,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
         `(sha256 ${existing.sha256 ?? 'unknown'}, this file ${file.sha256})`,
     );
   }
-  return publishFile(api, file, context, (filePath) =>
+  return publishFile(api, options, file, context, (filePath) =>
     api.json<Release>(
       'POST',
       '/api/releases',
@@ -151,7 +165,7 @@ export const commands: Record<string, Command> = {
       package: { value: 'SLUG', help: 'the launcher package', required: true },
       version: { value: 'V', help: 'the version name, e.g. 1.4.0', required: true },
       'version-code': { value: 'N', help: 'the integer version code', required: true },
-      file: { value: 'F', help: 'the build to upload', required: true },
+      ...upload,
       'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
       'changelog-en': { value: 'T', help: 'changelog (English)' },
       force: { help: 'force the update on launchers below this version' },
@@ -167,7 +181,7 @@ export const commands: Record<string, Command> = {
       ...server,
       addon: { value: 'SLUG', help: 'the addon', required: true },
       version: { value: 'V', help: 'the release version', required: true },
-      file: { value: 'F', help: 'the build to upload', required: true },
+      ...upload,
       'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
       'changelog-en': { value: 'T', help: 'changelog (English)' },
       requires: { value: 'SLUG,...', help: 'addons this release requires' },
@@ -189,5 +203,9 @@ export const commands: Record<string, Command> = {
     options: { ...server, ...versionId },
     run: setRevoked('revoke'),
   },
-  unrevoke: { summary: 'offer a withdrawn version again', options: { ...server, ...versionId }, run: setRevoked('unrevoke') },
+  unrevoke: {
+    summary: 'offer a withdrawn version again',
+    options: { ...server, ...versionId },
+    run: setRevoked('unrevoke'),
+  },
 };

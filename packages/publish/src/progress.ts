@@ -5,7 +5,10 @@ export type Progress = (sent: number, total: number) => void;
 const MiB = 1024 * 1024;
 const mib = (bytes: number) => (bytes / MiB).toFixed(1);
 
-export function progressReporter(out: NodeJS.WritableStream & { isTTY?: boolean }, label: string): Progress & { done(): void } {
+export function progressReporter(
+  out: NodeJS.WritableStream & { isTTY?: boolean },
+  label: string,
+): Progress & { done(): void } {
   let lastTenth = -1;
   let drawn = false;
   const report = (sent: number, total: number) => {
@@ -13,7 +16,9 @@ export function progressReporter(out: NodeJS.WritableStream & { isTTY?: boolean 
     if (out.isTTY) {
       const width = 30;
       const filled = Math.round(fraction * width);
-      out.write(`\r${label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ${mib(sent)}/${mib(total)} MiB`);
+      out.write(
+        `\r${label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ${mib(sent)}/${mib(total)} MiB`,
+      );
       drawn = true;
       return;
     }

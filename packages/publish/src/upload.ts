@@ -29,7 +29,7 @@ export async function describeFile(file: string): Promise<LocalFile> {
     if (!stat.isFile()) throw new Error('not a file');
     size = stat.size;
   } catch (err) {
-    throw new Error(`--file: cannot read ${file} (${(err as Error).message})`);
+    throw new Error(`--file: cannot read ${file} (${(err as Error).message})`, { cause: err });
   }
   const hash = createHash('sha256');
   await pipeline(fs.createReadStream(file), hash);
