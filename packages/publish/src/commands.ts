@@ -33,6 +33,11 @@ const upload: OptionSpecs = {
   },
 };
 
+const changelog: OptionSpecs = {
+  'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
+  'changelog-en': { value: 'T', help: 'changelog (English)' },
+};
+
 const versionId: OptionSpecs = {
   'version-id': { value: 'ID', help: 'the launcher version', required: true },
 };
@@ -54,6 +59,15 @@ function integerOption(options: ParsedOptions, name: string, min: number, max: n
 /** Only the options given: the service's defaults stand for the rest. */
 function defined(fields: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
+}
+
+/** A rerun: the entry that exists already, when it holds this very file; else a conflict naming both. */
+function sameFile<T extends { sha256: string | null }>(existing: T, file: LocalFile, what: string): T {
+  if (existing.sha256 === file.sha256) return existing;
+  throw new Error(
+    `conflict: ${what} already exists with a different file (sha256 ${existing.sha256 ?? 'unknown'}, ` +
+      `this file ${file.sha256})`,
+  );
 }
 
 /** Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. */
@@ -86,10 +100,10 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   );
   const existing = pkg.versions.find((v) => v.versionCode === versionCode);
   if (existing !== undefined) {
-    if (existing.sha256 === file.sha256) return existing;
-    throw new Error(
-      `conflict: ${slug} versionCode ${versionCode} already exists (version ${existing.version}, id ${existing.id}) ` +
-        `with a different file (sha256 ${existing.sha256 ?? 'unknown'}, this file ${file.sha256})`,
+    return sameFile(
+      existing,
+      file,
+      `${slug} versionCode ${versionCode} (version ${existing.version}, id ${existing.id})`,
     );
   }
   return publishFile(api, options, file, context, (filePath) =>
@@ -123,13 +137,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
   const file = await describeFile(options.require('file'));
   const addon = await api.json<{ id: string; releases: Release[] }>('GET', `/api/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
-  if (existing !== undefined) {
-    if (existing.sha256 === file.sha256) return existing;
-    throw new Error(
-      `conflict: ${slug} release ${version} already exists (id ${existing.id}) with a different file ` +
-        `(sha256 ${existing.sha256 ?? 'unknown'}, this file ${file.sha256})`,
-    );
-  }
+  if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
   return publishFile(api, options, file, context, (filePath) =>
     api.json<Release>(
       'POST',
@@ -166,8 +174,7 @@ export const commands: Record<string, Command> = {
       version: { value: 'V', help: 'the version name, e.g. 1.4.0', required: true },
       'version-code': { value: 'N', help: 'the integer version code', required: true },
       ...upload,
-      'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
-      'changelog-en': { value: 'T', help: 'changelog (English)' },
+      ...changelog,
       force: { help: 'force the update on launchers below this version' },
       'min-version': { value: 'V', help: 'the lowest version allowed to keep running' },
       rollout: { value: 'P', help: 'staged rollout percentage (1-100)' },
@@ -182,8 +189,7 @@ export const commands: Record<string, Command> = {
       addon: { value: 'SLUG', help: 'the addon', required: true },
       version: { value: 'V', help: 'the release version', required: true },
       ...upload,
-      'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
-      'changelog-en': { value: 'T', help: 'changelog (English)' },
+      ...changelog,
       requires: { value: 'SLUG,...', help: 'addons this release requires' },
     },
     run: publishRelease,
