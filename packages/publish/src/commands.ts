@@ -2,7 +2,7 @@
  * The commands of launcher-publish. Each is a name, a summary, the options it takes and a run function
  * that answers the JSON value printed on stdout.
  */
-import { Api, type Release, tokenFrom, type Version } from './api.js';
+import { type Addon, Api, type Package, type Release, tokenFrom, type Version } from './api.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
@@ -94,10 +94,7 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
   const rolloutPercent = integerOption(options, 'rollout', 0, 100);
   const file = await describeFile(options.require('file'));
-  const pkg = await api.json<{ id: string; versions: Version[] }>(
-    'GET',
-    `/api/admin/software/${encodeURIComponent(slug)}`,
-  );
+  const pkg = await api.json<Package>('GET', `/api/admin/software/${encodeURIComponent(slug)}`);
   const existing = pkg.versions.find((v) => v.versionCode === versionCode);
   if (existing !== undefined) {
     return sameFile(
@@ -135,7 +132,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const file = await describeFile(options.require('file'));
-  const addon = await api.json<{ id: string; releases: Release[] }>('GET', `/api/addons/${encodeURIComponent(slug)}`);
+  const addon = await api.json<Addon>('GET', `/api/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
   if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
   return publishFile(api, options, file, context, (filePath) =>
