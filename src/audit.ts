@@ -24,6 +24,11 @@ const SECRET_FIELDS: ReadonlySet<string> = new Set([
 ]);
 /** Long texts (article bodies) are kept short in the log. */
 const MAX_VALUE_CHARS = 200;
+/** A record's fields, as JSON, never take more than this; values past it are replaced by TRUNCATED. */
+export const MAX_CHANGES_CHARS = 16 * 1024;
+/** What a value stands for when keeping it would take the record past MAX_CHANGES_CHARS. */
+const TRUNCATED = { truncated: true } as const;
+const TRUNCATED_CHARS = JSON.stringify(TRUNCATED).length;
 
 interface AuditScope {
   readonly request: FastifyRequest;
@@ -35,17 +40,42 @@ const scopes = new AsyncLocalStorage<AuditScope>();
 
 const LOGIN_URL = '/api/admin/login';
 
-/** The fields sent, secrets replaced and long values cut. */
-function changesOf(body: unknown): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return {};
-  const changes: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(body)) {
-    if (SECRET_FIELDS.has(key)) changes[key] = '(secret)';
-    else if (typeof value === 'string' && value.length > MAX_VALUE_CHARS)
-      changes[key] = `${value.slice(0, MAX_VALUE_CHARS)}…`;
-    else changes[key] = value;
+/** The body fields the route's schema declares (none when it declares no body). */
+function declaredFields(request: FastifyRequest): Readonly<Record<string, unknown>> {
+  const body = request.routeOptions.schema?.body as { properties?: Record<string, unknown> } | undefined;
+  return body?.properties ?? {};
+}
+
+/**
+ * The fields sent, as the record's JSON: only those `declared` by the route's schema (a route
+ * without a body keeps nothing of what was sent), secrets replaced, long texts cut, and values kept
+ * in order while the record stays within MAX_CHANGES_CHARS, each one past it stored as
+ * `{"truncated": true}` (the record alone, should even the field names not fit).
+ */
+export function auditChanges(body: unknown, declared: Readonly<Record<string, unknown>>): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return '{}';
+  const fields: Array<[string, unknown, number]> = [];
+  // Every field first counted as truncated, so that the bound holds whatever is kept.
+  let chars = 1;
+  for (const [key, sent] of Object.entries(body)) {
+    if (!Object.hasOwn(declared, key)) continue;
+    const value = SECRET_FIELDS.has(key)
+      ? '(secret)'
+      : typeof sent === 'string' && sent.length > MAX_VALUE_CHARS
+        ? `${sent.slice(0, MAX_VALUE_CHARS)}…`
+        : sent;
+    fields.push([key, value, (JSON.stringify(value) ?? 'null').length]);
+    chars += JSON.stringify(key).length + 2 + TRUNCATED_CHARS;
   }
-  return changes;
+  if (chars > MAX_CHANGES_CHARS) return JSON.stringify(TRUNCATED);
+  const changes: Record<string, unknown> = {};
+  for (const [key, value, size] of fields) {
+    const more = size - TRUNCATED_CHARS;
+    const kept = more <= 0 || chars + more <= MAX_CHANGES_CHARS;
+    if (kept) chars += Math.max(more, 0);
+    changes[key] = kept ? value : TRUNCATED;
+  }
+  return JSON.stringify(changes);
 }
 
 /** `/api/software/versions/:versionId/revoke` → target type `versions`, id from `versionId`. */
@@ -91,7 +121,7 @@ export async function recordAudit(trx: Db, event: AuditEvent = {}): Promise<void
       action: event.action ?? `${request.method} ${request.routeOptions.url ?? request.url}`,
       targetType: target.type,
       targetId: target.id,
-      changes: JSON.stringify(changesOf(request.body)),
+      changes: auditChanges(request.body, declaredFields(request)),
     })
     .execute();
   scope.recordId = id;

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditContextOpen } from '../src/audit.js';
+import { auditChanges, auditContextOpen, MAX_CHANGES_CHARS } from '../src/audit.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, type TestApp } from './helpers/app.js';
 
 /*
@@ -174,6 +174,48 @@ describe('audit log', () => {
     }
     const editor = await login(t.app, 'audited-editor', 'password-1');
     expect((await t.inject({ url: '/api/admin/audit', headers: { cookie: editor } })).statusCode).toBe(403);
+  });
+
+  it('keeps only the fields the route declares: nothing of a bodyless route, no undeclared field', async () => {
+    const token = (await admin(t, 'POST', '/api/admin/tokens', { name: 'kept', note: 'not declared' })).json<{
+      token: string;
+    }>().token;
+    expect((await audit('?limit=1'))[0]).toMatchObject({ action: 'POST /api/admin/tokens', changes: { name: 'kept' } });
+    expect(Object.keys((await audit('?limit=1'))[0]?.changes ?? {})).toEqual(['name']);
+    const rotated = await t.inject({
+      method: 'POST',
+      url: '/api/admin/signing-keys/rotate',
+      headers: { authorization: `Bearer ${token}` },
+      payload: { a: [[['sent to a route without a body']]], password: 'never kept' },
+    });
+    expect(rotated.statusCode, rotated.body).toBe(201);
+    expect((await audit('?limit=1'))[0]).toMatchObject({
+      action: 'POST /api/admin/signing-keys/rotate',
+      tokenName: 'kept',
+      changes: {},
+    });
+  });
+
+  it(`bounds a record's fields to ${MAX_CHANGES_CHARS} characters of JSON, marking what did not fit`, () => {
+    const declared = { small: {}, big: {}, after: {}, password: {} };
+    const body = { small: 1, big: Array.from({ length: 5000 }, (_, i) => i), after: 'kept', password: 'p', extra: 2 };
+    const json = auditChanges(body, declared);
+    expect(json.length).toBeLessThanOrEqual(MAX_CHANGES_CHARS);
+    expect(JSON.parse(json)).toEqual({ small: 1, big: { truncated: true }, after: 'kept', password: '(secret)' });
+    // Values that fit are kept whole, up to the bound itself.
+    const fits = { big: 'x'.repeat(150), list: Array.from({ length: 2000 }, () => 1) };
+    const exact = auditChanges(fits, { big: {}, list: {} });
+    expect(JSON.parse(exact)).toEqual(fits);
+    // Many large values: each kept while the record fits, the rest marked; never past the bound.
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`f${i}`, 'y'.repeat(1000).split('')]));
+    const bounded = auditChanges(many, Object.fromEntries(Object.keys(many).map((k) => [k, {}])));
+    expect(bounded.length).toBeLessThanOrEqual(MAX_CHANGES_CHARS);
+    const parsed = JSON.parse(bounded) as Record<string, unknown>;
+    expect(Object.keys(parsed)).toEqual(Object.keys(many));
+    expect(Object.values(parsed).filter((v) => Array.isArray(v)).length).toBe(3);
+    // Should even the names not fit, the record is the marker alone.
+    const names = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`field-${i}`, 1]));
+    expect(auditChanges(names, names)).toBe('{"truncated":true}');
   });
 
   it('writes each record in the change’s transaction: a change that cannot be recorded does not happen', async () => {
