@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import type { Db } from './db/index.js';
 import { newId, nowIso } from './domain/clock.js';
+import type { Position } from './http/paging.js';
 import { addRouteHooks, changesState } from './http/route-hooks.js';
 
 /*
@@ -184,20 +185,36 @@ export const auditContextOpen = (): boolean => inScope > 0;
 
 export interface AuditQuery {
   limit: number;
+  /** The record (its time and id) after which the page starts, or null for the first page. */
+  after: Position | null;
   before: string | null;
   actor: string | null;
   target: string | null;
 }
 
-/** Newest first; `before` pages by time, `actor` by account, `target` by target id or type. */
+/**
+ * Newest first, ties by id (largest first), so every record has its own position and a page starts
+ * exactly after the last one of the page before (`after`, from a cursor), however many records share
+ * its millisecond; `before` pages by time, `actor` by account, `target` by target id or type. `next`:
+ * the position of the page's last record when more follow.
+ */
 export async function readAudit(db: Db, query: AuditQuery) {
-  let q = db.selectFrom('auditLog').selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(query.limit);
-  if (query.before !== null) q = q.where('at', '<', query.before);
-  if (query.actor !== null) q = q.where('actor', '=', query.actor);
-  if (query.target !== null) {
-    const target = query.target;
-    q = q.where((eb) => eb.or([eb('targetId', '=', target), eb('targetType', '=', target)]));
-  }
+  let q = db
+    .selectFrom('auditLog')
+    .selectAll()
+    .orderBy('at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(query.limit + 1);
+  const { after, before, actor, target } = query;
+  if (after !== null) q = q.where((eb) => eb(eb.refTuple('at', 'id'), '<', eb.tuple(String(after.key), after.id)));
+  if (before !== null) q = q.where('at', '<', before);
+  if (actor !== null) q = q.where('actor', '=', actor);
+  if (target !== null) q = q.where((eb) => eb.or([eb('targetId', '=', target), eb('targetType', '=', target)]));
   const rows = await q.execute();
-  return rows.map((row) => ({ ...row, changes: JSON.parse(row.changes) as Record<string, unknown> }));
+  const records = rows
+    .slice(0, query.limit)
+    .map((row) => ({ ...row, changes: JSON.parse(row.changes) as Record<string, unknown> }));
+  const last = records.at(-1);
+  const next: Position | null = rows.length > query.limit && last !== undefined ? { key: last.at, id: last.id } : null;
+  return { records, next };
 }

@@ -2,6 +2,7 @@ import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditChanges, auditContextOpen, MAX_CHANGES_CHARS } from '../src/audit.js';
+import { newId } from '../src/domain/clock.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, type TestApp } from './helpers/app.js';
 
 /*
@@ -216,6 +217,76 @@ describe('audit log', () => {
     // Should even the names not fit, the record is the marker alone.
     const names = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`field-${i}`, 1]));
     expect(auditChanges(names, names)).toBe('{"truncated":true}');
+  });
+
+  it('pages exactly with its cursor: records sharing a millisecond across page boundaries come once each', async () => {
+    const at = '2020-01-01T00:00:00.000Z';
+    const rows = Array.from({ length: 23 }, () => ({
+      id: newId(),
+      at,
+      actor: 'same-millisecond',
+      tokenName: null,
+      ip: '127.0.0.1',
+      action: 'POST /api/banners',
+      targetType: 'banners',
+      targetId: null,
+      changes: '{}',
+    }));
+    // One older record, so the last page ends after the millisecond.
+    rows.push({ ...rows[0]!, id: newId(), at: '2019-12-31T23:59:59.999Z' });
+    await t.database.db.insertInto('auditLog').values(rows).execute();
+    const seen: string[] = [];
+    let url: string | null = '/api/admin/audit?actor=same-millisecond&limit=5';
+    let pages = 0;
+    while (url !== null) {
+      const res = await admin(t, 'GET', url);
+      expect(res.statusCode, res.body).toBe(200);
+      const page = res.json<AuditJson[]>();
+      expect(page.length).toBeLessThanOrEqual(5);
+      seen.push(...page.map((r) => r.id));
+      const link = res.headers.link;
+      pages += 1;
+      if (typeof link !== 'string') {
+        url = null;
+      } else {
+        const next = new URL(/^<([^>]+)>; rel="next"$/.exec(link)?.[1] ?? '');
+        expect(next.searchParams.get('actor')).toBe('same-millisecond');
+        url = `${next.pathname}${next.search}`;
+      }
+    }
+    expect(pages).toBe(5);
+    expect(seen).toEqual(
+      rows
+        .slice()
+        .sort((a, b) => b.at.localeCompare(a.at) || (a.id < b.id ? 1 : -1))
+        .map((r) => r.id),
+    );
+    // A full last page with nothing after it has no link.
+    const whole = await admin(t, 'GET', '/api/admin/audit?actor=same-millisecond&limit=24');
+    expect(whole.headers.link).toBeUndefined();
+    // `before` keeps paging by time, as documented.
+    expect((await audit(`?actor=same-millisecond&before=${encodeURIComponent(at)}`)).map((r) => r.at)).toEqual([
+      '2019-12-31T23:59:59.999Z',
+    ]);
+  });
+
+  it('refuses a cursor it did not give, or one given for other filters, with 400 {error}', async () => {
+    const first = await admin(t, 'GET', '/api/admin/audit?limit=1');
+    const cursor = new URL(/^<([^>]+)>/.exec(String(first.headers.link))?.[1] ?? '').searchParams.get('cursor') ?? '';
+    expect(cursor).not.toBe('');
+    expect((await admin(t, 'GET', `/api/admin/audit?cursor=${encodeURIComponent(cursor)}`)).statusCode).toBe(200);
+    const changed = `${cursor.slice(0, 5)}${cursor[5] === 'A' ? 'B' : 'A'}${cursor.slice(6)}`;
+    for (const query of [
+      'cursor=not-a-cursor',
+      'cursor=',
+      `cursor=${encodeURIComponent(changed)}`,
+      `cursor=${encodeURIComponent(`${cursor}.x`)}`,
+      `cursor=${encodeURIComponent(cursor)}&actor=someone`,
+    ]) {
+      const res = await admin(t, 'GET', `/api/admin/audit?${query}`);
+      expect(res.statusCode, query).toBe(400);
+      expect(Object.keys(res.json()), query).toEqual(['error']);
+    }
   });
 
   it('writes each record in the change’s transaction: a change that cannot be recorded does not happen', async () => {
