@@ -434,6 +434,31 @@ describe('a large list (over 8 MiB), kept in blocks and streamed', () => {
     expect(changed).toHaveLength(1);
     expect(changed[0]).toContain(addonId);
   });
+
+  it('during a rotation, both keys sign every encoding, small and large: an independent RFC 9421 library verifies each', async () => {
+    const pinned = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
+    expect((await admin(big, 'POST', '/api/admin/signing-keys/rotate')).statusCode).toBe(201);
+    const listed = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
+    expect(listed.map((k) => k.keyId)).toEqual([listed[0]!.keyId, pinned[0]!.keyId]);
+    const cases: [string, string | undefined][] = [
+      ['/api/addons?category=big', undefined],
+      ['/api/addons?category=big', 'gzip'],
+      ['/api/addons/big-1', undefined],
+      ['/api/addons/big-1', 'br'],
+      ['/api/addons/big-1', 'gzip'],
+    ];
+    for (const [url, encoding] of cases) {
+      const res = await big.inject({ url, headers: encoding === undefined ? {} : { 'accept-encoding': encoding } });
+      const label = `${url} ${encoding ?? 'identity'}`;
+      expect(res.headers['content-encoding'], label).toBe(encoding);
+      expect(res.headers['content-digest'], label).toBe(digestHeaderOf(res.rawPayload));
+      expect(String(res.headers['signature-input']).match(/sig\d+=/g), label).toEqual(['sig1=', 'sig2=']);
+      for (const key of listed) {
+        expect(await libraryVerifies(res, key), `${label} ${key.keyId}`).toBe(true);
+        expect(verified(res, [key]), `${label} ${key.keyId}`).toBe(true);
+      }
+    }
+  });
 });
 
 describe('whole-list blocks', () => {
