@@ -93,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const ctx: AppContext = {
     config,
     db,
+    reads: database.reads,
     engine: database.engine,
     storage,
     cache,
@@ -106,12 +107,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     limits,
     webhooks: new WebhookWorker(db, { ...config.webhooks, appName: config.appName }),
-    housekeeping: new DeviceHousekeeping(db, {
+    housekeeping: new DeviceHousekeeping(database, {
       deviceDays: config.deviceRetentionDays,
       ipDays: config.ipRetentionDays,
     }),
     devices: new DeviceService(
-      db,
+      database,
       limits,
       {
         flushMs: config.heartbeatFlushMs,

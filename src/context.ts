@@ -15,6 +15,8 @@ import type { Storage } from './storage/storage.js';
 export interface AppContext {
   readonly config: Config;
   readonly db: Db;
+  /** For reads that scan many rows, off the event loop (`DatabaseHandle.reads`); never for writes. */
+  readonly reads: Db;
   readonly engine: Engine;
   readonly storage: Storage;
   readonly cache: ContentCache;
