@@ -293,13 +293,13 @@ export class AddonService {
 
   /**
    * A rendered list from its parts: small ones in one buffer; large ones kept in parts (their
-   * blocks, see `ListBlocks`), with their validator and signature made now, over the parts.
+   * blocks, see `ListBlocks`), with their validator made now, over the parts (the signer digests
+   * the parts it streams, see `Signer`).
    */
-  private async renderedOf(parts: Buffer[], headers: Record<string, string> = {}): Promise<RenderedJson> {
+  private renderedOf(parts: Buffer[], headers: Record<string, string> = {}): RenderedJson {
     const length = parts.reduce((n, part) => n + part.length, 0);
     if (length < LARGE_ANSWER_BYTES) return RenderedJson.of(Buffer.concat(parts, length), headers);
-    const signature = await this.ctx.signer.headerOfParts(parts);
-    return new RenderedJson(parts, headers, { etag: etagOfParts(parts), signature });
+    return new RenderedJson(parts, headers, { etag: etagOfParts(parts) });
   }
 
   /** The selection of a list request in its order. */
