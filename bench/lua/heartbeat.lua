@@ -12,5 +12,6 @@ request = function()
     id,
     versions[id % #versions + 1]
   )
-  return wrk.format("POST", "/api/launcher/heartbeat", { ["Content-Type"] = "application/json" }, body)
+  -- nil path: the URL's (the service's heartbeat route, or the baseline's constant answer)
+  return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
 end
