@@ -4,7 +4,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { App } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
 import { claimJob } from '../src/jobs.js';
+import { DEFAULT_DELTA_OPTIONS, DeltaWorker } from '../src/modules/deltas/worker.js';
+import { S3Storage, type S3StorageConfig } from '../src/storage/s3.js';
+import { S3RVER_CREDENTIALS, startS3 } from './helpers/s3.js';
 import {
   admin,
   buildSecondApp,
@@ -310,5 +314,66 @@ describe('delta jobs across instances', () => {
     await worker.plan(Date.parse(publishAt) + 2);
     expect(fs.existsSync(path.join(t.dir, 'uploads', row.fileKey ?? ''))).toBe(false);
     expect((await deltasOf(t, 'scheduled', v2.id))[0]?.status).toBe('pending');
+  });
+});
+
+describe('delta stores and serving', () => {
+  it('makes deltas from an S3 store (through a temporary folder) and stores them there', async () => {
+    const s3 = await startS3();
+    const config = loadConfig({ DATA_DIR: '/nonexistent', ...s3.env('deltas') }).storage as S3StorageConfig;
+    const storage = new S3Storage(config, { credentials: S3RVER_CREDENTIALS });
+    const t = await buildTestApp({}, { storage });
+    try {
+      const pair = versionPair(4 * MB);
+      const { v2 } = await publishPair(t, 'in-s3', pair);
+      await t.app.ctx.deltas.tick();
+      const [made] = await deltasOf(t, 'in-s3', v2.id);
+      expect(made?.status).toBe('ready');
+      const delta = await t.inject(`/api/software/download/${v2.id}/delta/1`);
+      expect(delta.statusCode).toBe(200);
+      expect(applyWithZstd(t.dir, pair.source, delta.rawPayload)).toBe(sha256(pair.target));
+    } finally {
+      await t.close();
+      await storage.close();
+      await s3.close();
+    }
+  });
+
+  it('hands a delta download to the proxy like a full download, counted once', async () => {
+    const t = await buildTestApp({ DOWNLOAD_OFFLOAD: 'x-accel-redirect' });
+    try {
+      const { v2 } = await publishPair(t, 'offloaded', versionPair(2 * MB));
+      await t.app.ctx.deltas.tick();
+      const row = await t.database.db.selectFrom('softwareDeltas').select('fileKey').executeTakeFirstOrThrow();
+      const res = await t.inject(`/api/software/download/${v2.id}/delta/1?source=launcher`);
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-accel-redirect']).toBe(`/internal-uploads/${row.fileKey}`);
+      expect(res.rawPayload.length).toBe(0);
+      expect(await counters(t, v2.id)).toEqual({ total: 1, launcher: 1 });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('warns at start and makes nothing when zstd is missing', async () => {
+    const t = await buildTestApp();
+    const path0 = process.env.PATH;
+    const warnings: string[] = [];
+    try {
+      process.env.PATH = '/nonexistent';
+      const worker = new DeltaWorker(
+        t.database.db,
+        t.app.ctx.storage,
+        t.app.ctx.cache,
+        { ...DEFAULT_DELTA_OPTIONS, sources: 3, maxRatio: 0.5 },
+        { info: () => undefined, warn: (msg) => warnings.push(msg) },
+      );
+      expect(await worker.launch(() => undefined)).toBe(false);
+      await worker.stop();
+    } finally {
+      process.env.PATH = path0;
+      await t.close();
+    }
+    expect(warnings).toEqual([expect.stringMatching(/zstd program \(1\.4\.5 or later\) was not found/)]);
   });
 });
