@@ -1515,6 +1515,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4602,6 +4612,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4695,6 +4715,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4825,6 +4855,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4998,6 +5038,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5116,6 +5166,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -5309,6 +5369,13 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description a zstd patch from the client's versionCode: `zstd -d --long=31 --patch-from=CURRENT DELTA` rebuilds this file */
+                                delta?: {
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    fromVersionCode: number;
+                                    sha256: string;
+                                };
                                 downloadUrl: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
@@ -5394,6 +5461,90 @@ export interface paths {
                     };
                     content: {
                         "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software/download/{versionId}/delta/{fromVersionCode}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Download the delta update to a version from an earlier one (zstd --patch-from); counted as a download of the version */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `launcher` marks a launcher self-update */
+                    source?: string;
+                };
+                header?: never;
+                path: {
+                    fromVersionCode: string;
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the file (application/octet-stream) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description redirect to the external link */
+                302: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
                     };
                 };
                 /** @description every failure */
@@ -5587,6 +5738,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5722,6 +5883,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5810,6 +5981,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
