@@ -11,7 +11,7 @@ import type { paths } from './api.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
 import { HttpError, IntegrityError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
-import { DEFAULT_RETRY, httpError, type RetryOptions, send, withRetries } from './http.js';
+import { DEFAULT_RETRY, httpError, readBody, type RetryOptions, send, withRetries } from './http.js';
 import { StateFolder } from './state.js';
 import { KeyRing, type SigningKeyEntry, type TrustedKey } from './trust.js';
 import { type FileCheck, ReplayMemory, verifyAnswer, verifyFile, type AnswerPolicy } from './verify.js';
@@ -137,7 +137,7 @@ export class UpdateManager {
         ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
       });
       if (res.status !== 200) throw await httpError(url, res);
-      return { headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) };
+      return { headers: res.headers, bytes: await readBody(url, res) };
     }, this.retry);
     await verifyAnswer({ url, headers: body.headers, body: body.bytes }, this.policy);
     return JSON.parse(body.bytes.toString('utf8')) as T;
@@ -149,7 +149,12 @@ export class UpdateManager {
     const listed = await withRetries(async () => {
       const res = await send(url, { headers: { accept: 'application/json' } });
       if (res.status !== 200) throw await httpError(url, res);
-      return (await res.json()) as SigningKeyEntry[];
+      try {
+        return JSON.parse((await readBody(url, res)).toString('utf8')) as SigningKeyEntry[];
+      } catch (err) {
+        if (err instanceof SyntaxError) return [];
+        throw err;
+      }
     }, this.retry);
     return this.keys.adopt(Array.isArray(listed) ? listed : []);
   }

@@ -5,7 +5,7 @@
  */
 import type { paths } from './api.js';
 import { HttpError, LauncherClientError, NetworkError } from './errors.js';
-import { httpError, retryable, send, sleep } from './http.js';
+import { httpError, readBody, retryable, send, sleep } from './http.js';
 
 export type HeartbeatBody = paths['/api/launcher/heartbeat']['post']['requestBody']['content']['application/json'];
 
@@ -31,7 +31,7 @@ export async function sendHeartbeat(url: string, body: HeartbeatBody, signal?: A
     signal,
   });
   if (res.status !== 200) throw await httpError(url, res);
-  await res.body?.cancel();
+  await readBody(url, res, signal);
 }
 
 export class Heartbeat {

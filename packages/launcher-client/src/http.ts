@@ -51,14 +51,27 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+function networkError(url: string, err: unknown, signal: AbortSignal | undefined): AbortedError | NetworkError {
+  if (signal?.aborted) return aborted(signal);
+  const cause = (err as Error & { cause?: Error }).cause;
+  return new NetworkError(`${url}: ${cause?.message ?? (err as Error).message}`, { cause: err });
+}
+
 /** `fetch` whose failures are `NetworkError` or `AbortedError`. */
 export async function send(url: string, init: RequestInit & { signal?: AbortSignal }): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (err) {
-    if (init.signal?.aborted) throw aborted(init.signal);
-    const cause = (err as Error & { cause?: Error }).cause;
-    throw new NetworkError(`${url}: ${cause?.message ?? (err as Error).message}`, { cause: err });
+    throw networkError(url, err, init.signal ?? undefined);
+  }
+}
+
+/** The whole body of an answer; a connection cut before its end is a `NetworkError`. */
+export async function readBody(url: string, res: Response, signal?: AbortSignal): Promise<Buffer> {
+  try {
+    return Buffer.from(await res.arrayBuffer());
+  } catch (err) {
+    throw networkError(url, err, signal);
   }
 }
 
