@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
-import { HttpError, IntegrityError } from './errors.js';
+import { HttpError, IntegrityError, LauncherClientError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
 import { DEFAULT_RETRY, httpError, readBody, type RetryOptions, send, withRetries } from './http.js';
 import { StateFolder } from './state.js';
@@ -227,14 +227,18 @@ export class UpdateManager {
     const folder = path.join(dir, sha256);
     const final = path.join(folder, UpdateManager.fileName(update));
     if (await UpdateManager.alreadyThere(final, expected)) return { update, file: final, sha256 };
-    const part = await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
+    const part = partFiles(dir, sha256);
     try {
-      await verifyFile(part, expected, this.options.fileChecks);
+      await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
+      await verifyFile(part.part, expected, this.options.fileChecks);
       await fs.promises.mkdir(folder, { recursive: true });
-      await fs.promises.rename(part, final);
-    } finally {
-      await partFiles(dir, sha256).remove();
+      await fs.promises.rename(part.part, final);
+    } catch (err) {
+      // A refused file is deleted; a cut-off or cancelled one is kept for the next call to resume.
+      if (err instanceof LauncherClientError && err.verification) await part.remove();
+      throw err;
     }
+    await part.remove();
     return { update, file: final, sha256 };
   }
 

@@ -63,15 +63,15 @@ async function sizeOf(file: string): Promise<number> {
 
 /**
  * Fetches `url` into the partial file of `sha256` until it holds `total` bytes (or the server ends
- * the file), resuming what an earlier attempt left; answers the partial file's path. The caller
- * verifies it, then renames or deletes it.
+ * the file), resuming what an earlier attempt left (`partFiles`). The caller verifies the partial
+ * file, then renames or deletes it.
  */
 export async function fetchFile(
   dir: string,
   url: string,
   expected: { fileSize: number; sha256: string },
   options: FetchFileOptions,
-): Promise<string> {
+): Promise<void> {
   await fs.promises.mkdir(dir, { recursive: true });
   const files = partFiles(dir, expected.sha256);
   const started = Date.now();
@@ -84,7 +84,7 @@ export async function fetchFile(
     options.onProgress({ bytes, total: expected.fileSize, rate: received / Math.max(0.001, (at - started) / 1000) });
   };
 
-  const attempt = async (): Promise<string> => {
+  const attempt = async (): Promise<void> => {
     const info = await readPartInfo(files.info);
     let have = info !== null && info.url === url ? await sizeOf(files.part) : 0;
     if (have >= expected.fileSize) have = 0;
@@ -139,7 +139,6 @@ export async function fetchFile(
       await closed;
     }
     report(have, true);
-    return files.part;
   };
   return withRetries(attempt, options.retry, options.signal);
 }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin } from '../../../test/helpers/app.js';
 import { HttpError, type LauncherClientError, UpdateManager } from '../src/index.js';
-import { type Answer, type Service, startService } from './helpers.js';
+import { type Service, startService } from './helpers.js';
 
 let s: Service;
 beforeAll(async () => {
@@ -44,7 +44,7 @@ describe('heartbeat', () => {
     const before = beats().length;
     const plan = ['ok', '429', '429', 'ok', '503', 'cut', 'ok', 'ok'];
     let served = 0;
-    s.proxy.rule = (seen): Answer | undefined => {
+    s.proxy.rule = (seen) => {
       if (!seen.url.startsWith('/api/launcher/heartbeat')) return undefined;
       const step = plan[served++] ?? 'ok';
       if (step === '429')

@@ -20,10 +20,11 @@ export interface Seen {
 
 export interface Answer {
   status: number;
-  headers: Record<string, string | string[]>;
+  headers: Record<string, string | string[] | undefined>;
   body: Buffer;
-  /** Send the headers and this many bytes of the body, then cut the connection. */
+  /** Send the headers and this many bytes of the body, then cut the connection (or `hold` it open). */
   cutAfter?: number;
+  hold?: boolean;
 }
 
 /** Decides a request's answer: `upstream()` fetches the service's; undefined passes it through. */
@@ -53,11 +54,13 @@ export class TamperProxy {
         const upstream = () => forward(upstreamUrl, seen, body);
         const answer = (await proxy!.rule?.(seen, upstream)) ?? (await upstream());
         const headers = Object.fromEntries(
-          Object.entries(answer.headers).filter(([name]) => !HOP_BY_HOP.has(name.toLowerCase())),
+          Object.entries(answer.headers).filter(([name, v]) => v !== undefined && !HOP_BY_HOP.has(name.toLowerCase())),
         );
         res.writeHead(answer.status, { ...headers, 'content-length': String(answer.body.length) });
         if (answer.cutAfter === undefined) return void res.end(answer.body);
-        res.write(answer.body.subarray(0, answer.cutAfter), () => setTimeout(() => res.socket?.destroy(), 20));
+        res.write(answer.body.subarray(0, answer.cutAfter), () => {
+          if (!answer.hold) setTimeout(() => res.socket?.destroy(), 20);
+        });
       })().catch((err: unknown) => {
         res.destroy(err as Error);
       });
@@ -87,9 +90,7 @@ function forward(target: URL, seen: Seen, body: Buffer): Promise<Answer> {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
-          const headers: Record<string, string | string[]> = {};
-          for (const [name, value] of Object.entries(res.headers)) if (value !== undefined) headers[name] = value;
-          resolve({ status: res.statusCode ?? 502, headers, body: Buffer.concat(chunks) });
+          resolve({ status: res.statusCode ?? 502, headers: { ...res.headers }, body: Buffer.concat(chunks) });
         });
         res.on('error', reject);
       },
