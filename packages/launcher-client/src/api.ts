@@ -283,7 +283,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Keys that sign answers (X-Signature), newest first; retired keys sign during the overlap */
+        /** Keys that sign answers (RFC 9421 Signature over the RFC 9530 Content-Digest), newest first; retired keys sign during the overlap */
         get: {
             parameters: {
                 query?: never;
