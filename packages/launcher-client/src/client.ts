@@ -143,6 +143,16 @@ export class UpdateManager {
     return JSON.parse(body.bytes.toString('utf8')) as T;
   }
 
+  /** `answer`, or null when the service answers 404 (nothing of that name). */
+  private async answerOrNull<T>(url: string): Promise<T | null> {
+    try {
+      return await this.answer<T>(url);
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
   /** Fetches `GET /api/signing-keys` and adopts the keys a trusted key endorsed. */
   async refreshKeys(): Promise<string[]> {
     const url = this.url('/api/signing-keys');
@@ -167,12 +177,7 @@ export class UpdateManager {
       deviceId: await this.deviceId(),
       lang: this.options.lang,
     });
-    try {
-      return await this.answer<CheckUpdateAnswer>(url);
-    } catch (err) {
-      if (err instanceof HttpError && err.status === 404) return null;
-      throw err;
-    }
+    return this.answerOrNull<CheckUpdateAnswer>(url);
   }
 
   private static info(kind: UpdateInfo['kind'], slug: string, answer: CheckUpdateAnswer): UpdateInfo {
@@ -286,11 +291,6 @@ export class UpdateManager {
     const url = this.url(`/api/releases/by-hash/${encodeURIComponent(sha256.toLowerCase())}`, {
       lang: this.options.lang,
     });
-    try {
-      return await this.answer<ReleaseByHashAnswer>(url);
-    } catch (err) {
-      if (err instanceof HttpError && err.status === 404) return null;
-      throw err;
-    }
+    return this.answerOrNull<ReleaseByHashAnswer>(url);
   }
 }
