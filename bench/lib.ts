@@ -72,8 +72,11 @@ export interface BenchRun extends BenchTarget {
   bare: Baseline;
   /** The same constant JSON at `/?bytes=N` through Fastify alone: the framework's own ceiling. */
   fastify: Baseline;
-  /** Starts another service process on the same database and folder, stopped after the run. */
-  startService(env: Record<string, string>): Promise<ServerProcess>;
+  /**
+   * Starts another service process on the same database and folder, stopped after the run
+   * (`nodeArgs`: more arguments for its node, e.g. `--import` of a bench-only preload).
+   */
+  startService(env: Record<string, string>, nodeArgs?: readonly string[]): Promise<ServerProcess>;
   /** Runs `stop` after the run (in reverse order). */
   cleanup(stop: () => Promise<unknown>): void;
 }

@@ -176,7 +176,8 @@ async function providers(): Promise<ScenarioProvider[]> {
 
 // What operators run: the built service under plain node (`npm start`), built now if its sources changed.
 await promisify(execFile)(process.execPath, [path.join(import.meta.dirname, '../scripts/ensure-build.mjs')]);
-const startService = (env: Record<string, string>) => startServer(env, 30_000, ['--import', PROBE], 'build');
+const startService = (env: Record<string, string>, nodeArgs: readonly string[] = []) =>
+  startServer(env, 30_000, ['--import', PROBE, ...nodeArgs], 'build');
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
@@ -215,8 +216,8 @@ try {
     dataDir,
     bare: { name: 'bare node', url: baseline.url, process: baseline.child },
     fastify: { name: 'Fastify alone', url: fastifyAlone.url, process: fastifyAlone.child },
-    async startService(env) {
-      const other = await startService({ ...serviceEnv, ...env });
+    async startService(env, nodeArgs) {
+      const other = await startService({ ...serviceEnv, ...env }, nodeArgs);
       cleanups.push(() => other.stop('SIGTERM'));
       return other;
     },
