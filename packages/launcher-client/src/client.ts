@@ -234,6 +234,8 @@ export class UpdateManager {
     if (await UpdateManager.alreadyThere(final, expected)) return { update, file: final, sha256 };
     const part = partFiles(dir, sha256);
     try {
+      // Whatever produces the file (this download; a delta applied to the installed version, later)
+      // writes the part file, and the same checks run on it before it is moved into place.
       await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
       await verifyFile(part.part, expected, this.options.fileChecks);
       await fs.promises.mkdir(folder, { recursive: true });
