@@ -29,9 +29,11 @@ import { DeviceHousekeeping } from './modules/devices/housekeeping.js';
 import { webhookRoutes } from './modules/webhooks/routes.js';
 import { WebhookWorker } from './modules/webhooks/worker.js';
 import { DeviceService } from './modules/devices/service.js';
+import { DEFAULT_DELTA_OPTIONS, DeltaWorker } from './modules/deltas/worker.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
+import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
@@ -39,7 +41,7 @@ import { statsRoutes } from './modules/stats/routes.js';
 import { healthRoutes, Readiness } from './modules/system/health.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { DatabaseLimits, RedisLimits } from './shared-limits.js';
-import { Signer } from './signing.js';
+import { Signer } from './modules/signing/signer.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppDeps {
@@ -100,6 +102,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     signer,
     auth: new AuthService(db, config.appName),
     files,
+    resumable: new ResumableUploads(storage, files, {
+      maxBytes: config.maxUploadBytes,
+      expiryHours: config.uploadExpiryHours,
+    }),
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -107,6 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     limits,
     webhooks: new WebhookWorker(db, { ...config.webhooks, appName: config.appName }),
+    deltas: new DeltaWorker(db, storage, cache, { ...DEFAULT_DELTA_OPTIONS, ...config.deltas }, server.log),
     housekeeping: new DeviceHousekeeping(database, {
       deviceDays: config.deviceRetentionDays,
       ipDays: config.ipRetentionDays,
@@ -138,7 +145,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     origin: config.corsOrigin === '*' ? '*' : corsOrigins,
     strictPreflight: false,
     // A web page may verify signed answers too, and follow the catalogue's pages.
-    exposedHeaders: ['X-Signature', 'Link', 'X-Total-Count'],
+    exposedHeaders: ['Content-Digest', 'Signature-Input', 'Signature', 'Link', 'X-Total-Count'],
   });
   server.addHook(
     'onRequest',
@@ -194,7 +201,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ctx,
     beginShutdown: () => readiness.beginShutdown(),
     async close() {
+      // A delta being made is abandoned first: its job goes to another instance at once.
+      await ctx.deltas.stop();
       ctx.housekeeping.stop();
+      ctx.resumable.stop();
       await ctx.webhooks.stop();
       await server.close();
       await ctx.devices.close();

@@ -924,6 +924,8 @@ export interface paths {
                     actor?: string;
                     /** @description ISO 8601: records before this time (paging) */
                     before?: string;
+                    /** @description opaque: the next page, from the `Link: <…>; rel="next"` header of the page before (answered while more records follow); exact, even among records of the same millisecond */
+                    cursor?: string;
                     /** @description integer 1..500, default 50 */
                     limit?: string;
                     /** @description target id or type */
@@ -1513,6 +1515,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -2031,6 +2043,199 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/admin/uploads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resumable upload: discover (OPTIONS) or create (POST, answers Location)
+         * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        /**
+         * Resumable upload: discover (OPTIONS) or create (POST, answers Location)
+         * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
+         */
+        options: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/uploads/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The stored file of a finished resumable upload, like the multipart answer */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description server path, usable as imageUrl or filePath */
+                            filePath: string;
+                            originalName: string;
+                            sha256: string;
+                            size: number;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Resumable upload: offset (HEAD), append (PATCH), cancel (DELETE)
+         * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        options?: never;
+        /**
+         * Resumable upload: offset (HEAD), append (PATCH), cancel (DELETE)
+         * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
+         */
+        head: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        /**
+         * Resumable upload: offset (HEAD), append (PATCH), cancel (DELETE)
+         * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
         trace?: never;
     };
     "/api/admin/users": {
@@ -4308,7 +4513,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Keys that sign answers (X-Signature), newest first; retired keys sign during the overlap */
+        /** Keys that sign answers (RFC 9421 Signature over the RFC 9530 Content-Digest), newest first; retired keys sign during the overlap */
         get: {
             parameters: {
                 query?: never;
@@ -4407,6 +4612,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4500,6 +4715,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4630,6 +4855,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4803,6 +5038,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -4921,6 +5166,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -5114,6 +5369,13 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description a zstd patch from the client's versionCode: `zstd -d --long=31 --patch-from=CURRENT DELTA` rebuilds this file */
+                                delta?: {
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    fromVersionCode: number;
+                                    sha256: string;
+                                };
                                 downloadUrl: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
@@ -5199,6 +5461,90 @@ export interface paths {
                     };
                     content: {
                         "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software/download/{versionId}/delta/{fromVersionCode}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Download the delta update to a version from an earlier one (zstd --patch-from); counted as a download of the version */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `launcher` marks a launcher self-update */
+                    source?: string;
+                };
+                header?: never;
+                path: {
+                    fromVersionCode: string;
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the file (application/octet-stream) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description redirect to the external link */
+                302: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
                     };
                 };
                 /** @description every failure */
@@ -5392,6 +5738,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5527,6 +5883,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5615,6 +5981,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
