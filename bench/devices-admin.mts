@@ -10,8 +10,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import { now, setClock } from '../src/domain/clock.js';
 import { median } from './lib.js';
-import { seedDevices } from './device-seed.js';
-import { buildTestApp } from '../test/helpers/app.js';
+import { SEED_VERSIONS, seedDevices } from './device-seed.js';
+import { buildTestApp, createPackage, createVersion, upload } from '../test/helpers/app.js';
 
 const count = Number(process.env.DEVICES ?? 1_000_000);
 const times = Number(process.env.TIMES ?? 3);
@@ -68,6 +68,14 @@ try {
       () => t.inject({ url: '/api/admin/devices/online-history?hours=24', headers: { cookie: t.cookie } }),
     ],
   ];
+  // The rollout health of the newest seeded version (its devices' history is read in full).
+  const pkg = await createPackage(t, { slug: 'app-launcher', name: '启动器' });
+  const { filePath } = await upload(t, 'setup.exe', 'installer');
+  const version = await createVersion(t, pkg.id, { version: SEED_VERSIONS[0], versionCode: 120, filePath });
+  ops.push([
+    'GET /api/admin/software/versions/{id}/rollout',
+    () => t.inject({ url: `/api/admin/software/versions/${version.id}/rollout`, headers: { cookie: t.cookie } }),
+  ]);
   let minute = 0;
   // Each run 5 minutes later than the last: the lease is this instance's, the sample slot new. The
   // first run has the backlog of a fleet that never ran retention; later ones what 5 minutes add.

@@ -254,7 +254,7 @@ try {
     `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
   const header =
-    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | loop max ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base CPU µs/req | ratio | errors |';
+    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | loop max ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base loop max ms | base CPU µs/req | ratio | errors |';
   const rows: string[] = [];
   const comparisons: string[] = [];
   for (const scenario of chosen) {
@@ -324,7 +324,7 @@ try {
     const cpu = (ms: Measure[]) => (ms[0]?.cpuUs === null ? '–' : median(ms.map((m) => m.cpuUs ?? 0)).toFixed(0));
     const ms = (values: number[]) => median(values).toFixed(1);
     rows.push(
-      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${loopMax(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
+      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${loopMax(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${loopMax(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
     );
     console.log(rows[rows.length - 1]);
   }
@@ -333,7 +333,7 @@ try {
   const peak = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
   if (peak !== undefined) console.log(`\nservice peak RSS: ${(Number(peak) / 1024).toFixed(0)} MiB`);
   console.log(`\n${header}`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } catch (err) {

@@ -385,7 +385,7 @@ export class DeviceService {
 }
 
 /** Devices per page of `listJson`. */
-const LIST_PAGE = 1000;
+const LIST_PAGE = 500;
 
 /** Devices seen since `since` (all of them for null). */
 async function countSince(db: Db, since: string | null): Promise<number> {

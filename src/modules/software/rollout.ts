@@ -2,7 +2,7 @@ import type { Static } from 'typebox';
 import { recordEvent } from '../webhooks/events.js';
 import { versionData, versionSubject } from './events.js';
 import type { AppContext } from '../../context.js';
-import type { DeviceVersionRow, VersionRow } from '../../db/schema.js';
+import type { VersionRow } from '../../db/schema.js';
 import { now, nowIso } from '../../domain/clock.js';
 import { isPublished } from '../../domain/rollout.js';
 import { notFound } from '../../http/errors.js';
@@ -20,26 +20,6 @@ const TIMELINE_POINTS = 48;
 /** How often each instance checks the versions that have an automatic halt. */
 export const AUTO_HALT_SWEEP_MS = MINUTE;
 
-/**
- * The share of devices first seen on a version at least 10 minutes ago that went silent on it for more
- * than 3 minutes (the offline threshold) in their first 10 minutes: between two heartbeats on it, or after their last one on it
- * (measured up to now). Null while no device qualifies.
- */
-export function quietShare(rows: readonly DeviceVersionRow[], at: number): { rate: number | null; counted: number } {
-  const qualifying = rows.filter((r) => r.firstSeenMs <= at - WATCHED_MS);
-  const quiet = qualifying.filter(
-    (r) =>
-      (r.quietFromMs !== null && r.quietFromMs < r.firstSeenMs + WATCHED_MS) ||
-      (r.lastSeenMs < r.firstSeenMs + WATCHED_MS && at - r.lastSeenMs > OFFLINE_AFTER_MS),
-  );
-  return { rate: qualifying.length === 0 ? null : quiet.length / qualifying.length, counted: qualifying.length };
-}
-
-/** Devices active on a version at `at`: first heartbeat on it at or before, last one at most 3 minutes before. */
-function activeAt(rows: readonly DeviceVersionRow[], at: number): number {
-  return rows.filter((r) => r.firstSeenMs <= at && r.lastSeenMs >= at - OFFLINE_AFTER_MS).length;
-}
-
 /** Rollout health of versions from stored heartbeats, and the optional automatic halt. */
 export class RolloutService {
   constructor(private readonly ctx: AppContext) {}
@@ -48,8 +28,72 @@ export class RolloutService {
     return this.ctx.db;
   }
 
-  private deviceRows(appVersion: string): Promise<DeviceVersionRow[]> {
-    return this.db.selectFrom('deviceVersions').selectAll().where('appVersion', '=', appVersion).execute();
+  /*
+   * A version's device history is read by the database (off the event loop: `ctx.reads`), as counts:
+   * at a million launchers a version has hundreds of thousands of rows.
+   */
+
+  /**
+   * The share of devices first seen on a version at least 10 minutes ago that went silent on it for
+   * more than 3 minutes (the offline threshold) in their first 10 minutes: between two heartbeats on
+   * it, or after their last one on it (measured up to now). Null while no device qualifies.
+   */
+  private async quietShare(appVersion: string, at: number): Promise<{ rate: number | null; counted: number }> {
+    const row = await this.ctx.reads
+      .selectFrom('deviceVersions')
+      .select((eb) => {
+        const watchedUntil = eb('firstSeenMs', '+', WATCHED_MS);
+        const quiet = eb.or([
+          eb.and([eb('quietFromMs', 'is not', null), eb('quietFromMs', '<', watchedUntil)]),
+          eb.and([eb('lastSeenMs', '<', watchedUntil), eb('lastSeenMs', '<', at - OFFLINE_AFTER_MS)]),
+        ]);
+        return [
+          eb.fn.countAll<number | string>().as('counted'),
+          eb.fn.sum<number | string | null>(eb.case().when(quiet).then(1).else(0).end()).as('quiet'),
+        ];
+      })
+      .where('appVersion', '=', appVersion)
+      .where('firstSeenMs', '<=', at - WATCHED_MS)
+      .executeTakeFirstOrThrow();
+    const counted = Number(row.counted);
+    return { rate: counted === 0 ? null : Number(row.quiet ?? 0) / counted, counted };
+  }
+
+  /** Devices active on a version at each of `times`: first heartbeat on it at or before, last one at most 3 minutes before. */
+  private async activeAt(appVersion: string | null, times: readonly number[]): Promise<number[]> {
+    if (appVersion === null || times.length === 0) return times.map(() => 0);
+    const row: Record<string, unknown> = await this.ctx.reads
+      .selectFrom('deviceVersions')
+      .select((eb) =>
+        times.map((at, i) =>
+          eb.fn
+            .sum<number | string | null>(
+              eb
+                .case()
+                .when(eb.and([eb('firstSeenMs', '<=', at), eb('lastSeenMs', '>=', at - OFFLINE_AFTER_MS)]))
+                .then(1)
+                .else(0)
+                .end(),
+            )
+            .as(`t${i}`),
+        ),
+      )
+      .where('appVersion', '=', appVersion)
+      .executeTakeFirstOrThrow();
+    return times.map((_, i) => Number(row[`t${i}`] ?? 0));
+  }
+
+  /** Devices active on the version and on the previous one at up to 48 evenly spaced times since `from`. */
+  private async timeline(from: number, to: number, appVersion: string, previous: string | null) {
+    if (!(from < to)) return [];
+    const step = (to - from) / (TIMELINE_POINTS - 1);
+    const times = Array.from({ length: TIMELINE_POINTS }, (_, i) => Math.round(from + i * step));
+    const [on, onPrevious] = [await this.activeAt(appVersion, times), await this.activeAt(previous, times)];
+    return times.map((at, i) => ({
+      at: new Date(at).toISOString(),
+      devicesOnVersion: on[i] ?? 0,
+      devicesOnPrevious: onPrevious[i] ?? 0,
+    }));
   }
 
   private async devicesOn(appVersion: string, at: number): Promise<{ total: number; online: number }> {
@@ -71,14 +115,12 @@ export class RolloutService {
     const found = await repo.findVersion(this.db, versionId);
     if (!found) throw notFound(`software version not found: ${versionId}`);
     const at = now();
-    const rows = await this.deviceRows(found.version);
-    const quiet = quietShare(rows, at);
+    const quiet = await this.quietShare(found.version, at);
     const version = (await this.haltIfDue(found, quiet))
       ? ((await repo.findVersion(this.db, versionId)) ?? found)
       : found;
     const siblings = await repo.versionsOf(this.db, [version.packageId]);
     const previous = siblings.find((v) => v.versionCode < version.versionCode && isPublished(v.publishAt, at)) ?? null;
-    const previousRows = previous ? await this.deviceRows(previous.version) : [];
     const publishedAt = version.publishAt ?? version.createdAt;
     const on = await this.devicesOn(version.version, at);
     return {
@@ -91,10 +133,10 @@ export class RolloutService {
         ? {
             version: previous.version,
             devicesOnVersion: (await this.devicesOn(previous.version, at)).total,
-            quietAfterUpdate: quietShare(previousRows, at).rate,
+            quietAfterUpdate: (await this.quietShare(previous.version, at)).rate,
           }
         : null,
-      timeline: timeline(Date.parse(publishedAt), at, rows, previousRows),
+      timeline: await this.timeline(Date.parse(publishedAt), at, version.version, previous?.version ?? null),
       haltedAt: version.haltedAt,
       haltReason: version.haltReason,
     };
@@ -143,27 +185,7 @@ export class RolloutService {
       .execute();
     const at = now();
     for (const version of watched) {
-      if (isPublished(version.publishAt, at))
-        await this.haltIfDue(version, quietShare(await this.deviceRows(version.version), at));
+      if (isPublished(version.publishAt, at)) await this.haltIfDue(version, await this.quietShare(version.version, at));
     }
   }
-}
-
-/** Devices active on the version and on the previous one at up to 48 evenly spaced times since `from`. */
-function timeline(
-  from: number,
-  to: number,
-  rows: readonly DeviceVersionRow[],
-  previousRows: readonly DeviceVersionRow[],
-) {
-  if (!(from < to)) return [];
-  const step = (to - from) / (TIMELINE_POINTS - 1);
-  return Array.from({ length: TIMELINE_POINTS }, (_, i) => {
-    const at = Math.round(from + i * step);
-    return {
-      at: new Date(at).toISOString(),
-      devicesOnVersion: activeAt(rows, at),
-      devicesOnPrevious: activeAt(previousRows, at),
-    };
-  });
 }
