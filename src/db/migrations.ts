@@ -489,6 +489,15 @@ const m008Webhooks: Migration = {
   },
 };
 
+const m010FileSignatures: Migration = {
+  async up(db: Kysely<unknown>) {
+    // The publisher's minisign signature of the stored file (the .minisig text), null when unsigned.
+    for (const table of ['software_versions', 'releases']) {
+      await db.schema.alterTable(table).addColumn('file_signature', 'text').execute();
+    }
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -498,6 +507,7 @@ export const migrations: Record<string, Migration> = {
   '006_release_dependencies': m006ReleaseDependencies,
   '007_counter_seq': m007CounterSeq,
   '008_webhooks': m008Webhooks,
+  '010_file_signatures': m010FileSignatures,
 };
 
 export const migrationProvider: MigrationProvider = {
