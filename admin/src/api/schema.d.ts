@@ -79,6 +79,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -188,6 +192,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -335,6 +343,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -576,6 +588,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -685,6 +701,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -701,6 +719,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -802,6 +822,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -1518,6 +1542,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -3749,6 +3777,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             gameVersion: string;
                             id: string;
@@ -3804,6 +3836,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         gameVersion?: string;
                         /** @description ignored: a new release is always the latest */
@@ -3845,6 +3879,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             gameVersion: string;
                             id: string;
@@ -3936,6 +3974,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         gameVersion?: string;
                         isLatest?: boolean;
@@ -3976,6 +4016,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             gameVersion: string;
                             id: string;
@@ -4114,6 +4158,8 @@ export interface paths {
                                     slug: string;
                                 }[];
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 id: string;
                                 sha256: string | null;
@@ -4412,6 +4458,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -4505,6 +4555,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -4635,6 +4689,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -4765,6 +4823,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         forceUpdate?: boolean;
                         /** @description ignored: a new version is always the latest */
@@ -4808,6 +4868,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
@@ -4926,6 +4990,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5115,6 +5183,8 @@ export interface paths {
                                 changelogZh: string;
                                 createdAt: string;
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 minVersion: string | null;
@@ -5355,6 +5425,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         forceUpdate?: boolean;
                         isLatest?: boolean;
@@ -5397,6 +5469,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5532,6 +5608,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5620,6 +5700,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
