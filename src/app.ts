@@ -39,7 +39,7 @@ import { statsRoutes } from './modules/stats/routes.js';
 import { healthRoutes, Readiness } from './modules/system/health.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { DatabaseLimits, RedisLimits } from './shared-limits.js';
-import { Signer } from './signing.js';
+import { Signer } from './modules/signing/signer.js';
 import type { Storage } from './storage/storage.js';
 
 export interface AppDeps {
@@ -93,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const ctx: AppContext = {
     config,
     db,
+    reads: database.reads,
     engine: database.engine,
     storage,
     cache,
@@ -106,12 +107,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     limits,
     webhooks: new WebhookWorker(db, { ...config.webhooks, appName: config.appName }),
-    housekeeping: new DeviceHousekeeping(db, {
+    housekeeping: new DeviceHousekeeping(database, {
       deviceDays: config.deviceRetentionDays,
       ipDays: config.ipRetentionDays,
     }),
     devices: new DeviceService(
-      db,
+      database,
       limits,
       {
         flushMs: config.heartbeatFlushMs,
@@ -137,7 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     origin: config.corsOrigin === '*' ? '*' : corsOrigins,
     strictPreflight: false,
     // A web page may verify signed answers too, and follow the catalogue's pages.
-    exposedHeaders: ['X-Signature', 'Link', 'X-Total-Count'],
+    exposedHeaders: ['Content-Digest', 'Signature-Input', 'Signature', 'Link', 'X-Total-Count'],
   });
   server.addHook(
     'onRequest',

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import type { Db } from './db/index.js';
 import { newId, nowIso } from './domain/clock.js';
+import type { Position } from './http/paging.js';
 import { addRouteHooks, changesState } from './http/route-hooks.js';
 
 /*
@@ -24,6 +25,11 @@ const SECRET_FIELDS: ReadonlySet<string> = new Set([
 ]);
 /** Long texts (article bodies) are kept short in the log. */
 const MAX_VALUE_CHARS = 200;
+/** A record's fields, as JSON, never take more than this; values past it are replaced by TRUNCATED. */
+export const MAX_CHANGES_CHARS = 16 * 1024;
+/** What a value stands for when keeping it would take the record past MAX_CHANGES_CHARS. */
+const TRUNCATED = { truncated: true } as const;
+const TRUNCATED_CHARS = JSON.stringify(TRUNCATED).length;
 
 interface AuditScope {
   readonly request: FastifyRequest;
@@ -35,17 +41,42 @@ const scopes = new AsyncLocalStorage<AuditScope>();
 
 const LOGIN_URL = '/api/admin/login';
 
-/** The fields sent, secrets replaced and long values cut. */
-function changesOf(body: unknown): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return {};
-  const changes: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(body)) {
-    if (SECRET_FIELDS.has(key)) changes[key] = '(secret)';
-    else if (typeof value === 'string' && value.length > MAX_VALUE_CHARS)
-      changes[key] = `${value.slice(0, MAX_VALUE_CHARS)}…`;
-    else changes[key] = value;
+/** The body fields the route's schema declares (none when it declares no body). */
+function declaredFields(request: FastifyRequest): Readonly<Record<string, unknown>> {
+  const body = request.routeOptions.schema?.body as { properties?: Record<string, unknown> } | undefined;
+  return body?.properties ?? {};
+}
+
+/**
+ * The fields sent, as the record's JSON: only those `declared` by the route's schema (a route
+ * without a body keeps nothing of what was sent), secrets replaced, long texts cut, and values kept
+ * in order while the record stays within MAX_CHANGES_CHARS, each one past it stored as
+ * `{"truncated": true}` (the record alone, should even the field names not fit).
+ */
+export function auditChanges(body: unknown, declared: Readonly<Record<string, unknown>>): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return '{}';
+  const fields: Array<[string, unknown, number]> = [];
+  // Every field first counted as truncated, so that the bound holds whatever is kept.
+  let chars = 1;
+  for (const [key, sent] of Object.entries(body)) {
+    if (!Object.hasOwn(declared, key)) continue;
+    const value = SECRET_FIELDS.has(key)
+      ? '(secret)'
+      : typeof sent === 'string' && sent.length > MAX_VALUE_CHARS
+        ? `${sent.slice(0, MAX_VALUE_CHARS)}…`
+        : sent;
+    fields.push([key, value, (JSON.stringify(value) ?? 'null').length]);
+    chars += JSON.stringify(key).length + 2 + TRUNCATED_CHARS;
   }
-  return changes;
+  if (chars > MAX_CHANGES_CHARS) return JSON.stringify(TRUNCATED);
+  const changes: Record<string, unknown> = {};
+  for (const [key, value, size] of fields) {
+    const more = size - TRUNCATED_CHARS;
+    const kept = more <= 0 || chars + more <= MAX_CHANGES_CHARS;
+    if (kept) chars += Math.max(more, 0);
+    changes[key] = kept ? value : TRUNCATED;
+  }
+  return JSON.stringify(changes);
 }
 
 /** `/api/software/versions/:versionId/revoke` → target type `versions`, id from `versionId`. */
@@ -91,7 +122,7 @@ export async function recordAudit(trx: Db, event: AuditEvent = {}): Promise<void
       action: event.action ?? `${request.method} ${request.routeOptions.url ?? request.url}`,
       targetType: target.type,
       targetId: target.id,
-      changes: JSON.stringify(changesOf(request.body)),
+      changes: auditChanges(request.body, declaredFields(request)),
     })
     .execute();
   scope.recordId = id;
@@ -154,20 +185,36 @@ export const auditContextOpen = (): boolean => inScope > 0;
 
 export interface AuditQuery {
   limit: number;
+  /** The record (its time and id) after which the page starts, or null for the first page. */
+  after: Position | null;
   before: string | null;
   actor: string | null;
   target: string | null;
 }
 
-/** Newest first; `before` pages by time, `actor` by account, `target` by target id or type. */
+/**
+ * Newest first, ties by id (largest first), so every record has its own position and a page starts
+ * exactly after the last one of the page before (`after`, from a cursor), however many records share
+ * its millisecond; `before` pages by time, `actor` by account, `target` by target id or type. `next`:
+ * the position of the page's last record when more follow.
+ */
 export async function readAudit(db: Db, query: AuditQuery) {
-  let q = db.selectFrom('auditLog').selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(query.limit);
-  if (query.before !== null) q = q.where('at', '<', query.before);
-  if (query.actor !== null) q = q.where('actor', '=', query.actor);
-  if (query.target !== null) {
-    const target = query.target;
-    q = q.where((eb) => eb.or([eb('targetId', '=', target), eb('targetType', '=', target)]));
-  }
+  let q = db
+    .selectFrom('auditLog')
+    .selectAll()
+    .orderBy('at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(query.limit + 1);
+  const { after, before, actor, target } = query;
+  if (after !== null) q = q.where((eb) => eb(eb.refTuple('at', 'id'), '<', eb.tuple(String(after.key), after.id)));
+  if (before !== null) q = q.where('at', '<', before);
+  if (actor !== null) q = q.where('actor', '=', actor);
+  if (target !== null) q = q.where((eb) => eb.or([eb('targetId', '=', target), eb('targetType', '=', target)]));
   const rows = await q.execute();
-  return rows.map((row) => ({ ...row, changes: JSON.parse(row.changes) as Record<string, unknown> }));
+  const records = rows
+    .slice(0, query.limit)
+    .map((row) => ({ ...row, changes: JSON.parse(row.changes) as Record<string, unknown> }));
+  const last = records.at(-1);
+  const next: Position | null = rows.length > query.limit && last !== undefined ? { key: last.at, id: last.id } : null;
+  return { records, next };
 }

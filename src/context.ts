@@ -8,13 +8,15 @@ import type { DownloadService } from './modules/downloads/service.js';
 import type { WebhookWorker } from './modules/webhooks/worker.js';
 import type { FileService } from './modules/files/service.js';
 import type { SharedLimits } from './shared-limits.js';
-import type { Signer } from './signing.js';
+import type { Signer } from './modules/signing/signer.js';
 import type { Storage } from './storage/storage.js';
 
 /** What every module is built from; passed explicitly, never hung on the Fastify instance. */
 export interface AppContext {
   readonly config: Config;
   readonly db: Db;
+  /** For reads that scan many rows, off the event loop (`DatabaseHandle.reads`); never for writes. */
+  readonly reads: Db;
   readonly engine: Engine;
   readonly storage: Storage;
   readonly cache: ContentCache;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
+import type { SigningKey } from '../docs/examples/verify.js';
 import { admin, buildTestApp, type TestApp, upload } from './helpers/app.js';
+import { digestHeaderOf, libraryVerifies, SIGNATURE_HEADERS, verified } from './helpers/signed.js';
 
 let t: TestApp;
 
@@ -112,10 +113,27 @@ describe('POST /api/addons/updates', () => {
     expect(after.results[0]).toMatchObject({ updateAvailable: true, latest: { id: releaseIds[1] } });
   });
 
-  it('is signed like the other answers that say what to download', async () => {
+  it('is signed like the other answers that say what to download, over the bytes as sent (compressed too)', async () => {
     const keys = (await t.inject('/api/signing-keys')).json<SigningKey[]>();
     const res = await check([{ slug: 'questie', version: '1.0' }]);
-    expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
+    expect(verified(res, keys)).toBe(true);
+    expect(await libraryVerifies(res, keys[0]!)).toBe(true);
+    const installed = Array.from({ length: 40 }, () => ({ slug: 'questie', version: '1.0' }));
+    for (const encoding of ['br', 'gzip']) {
+      const compressed = await t.inject({
+        method: 'POST',
+        url: '/api/addons/updates',
+        headers: { 'accept-encoding': encoding },
+        payload: { installed },
+      });
+      expect(compressed.headers['content-encoding']).toBe(encoding);
+      expect(compressed.headers['content-digest']).toBe(digestHeaderOf(compressed.rawPayload));
+      expect(verified(compressed, keys)).toBe(true);
+      expect(await libraryVerifies(compressed, keys[0]!)).toBe(true);
+    }
+    const refused = await check([]);
+    expect(refused.statusCode).toBe(400);
+    for (const name of SIGNATURE_HEADERS) expect(refused.headers[name]).toBeUndefined();
   });
 
   it('validates the body: 1 to 500 entries, each a slug and version or a hash, naming the field', async () => {
@@ -140,7 +158,8 @@ describe('GET /api/releases/by-hash/{sha256}', () => {
       addon: { id: addonId, slug: 'questie' },
       release: { id: releaseIds[0], version: '1.0', sha256: files[0]!.sha256 },
     });
-    expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
+    expect(verified(res, keys)).toBe(true);
+    expect(await libraryVerifies(res, keys[0]!)).toBe(true);
   });
 
   it('answers 404 for an unknown or scheduled file, 400 for a malformed hash', async () => {

@@ -1,7 +1,8 @@
 import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditContextOpen } from '../src/audit.js';
+import { auditChanges, auditContextOpen, MAX_CHANGES_CHARS } from '../src/audit.js';
+import { newId } from '../src/domain/clock.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, type TestApp } from './helpers/app.js';
 
 /*
@@ -174,6 +175,118 @@ describe('audit log', () => {
     }
     const editor = await login(t.app, 'audited-editor', 'password-1');
     expect((await t.inject({ url: '/api/admin/audit', headers: { cookie: editor } })).statusCode).toBe(403);
+  });
+
+  it('keeps only the fields the route declares: nothing of a bodyless route, no undeclared field', async () => {
+    const token = (await admin(t, 'POST', '/api/admin/tokens', { name: 'kept', note: 'not declared' })).json<{
+      token: string;
+    }>().token;
+    expect((await audit('?limit=1'))[0]).toMatchObject({ action: 'POST /api/admin/tokens', changes: { name: 'kept' } });
+    expect(Object.keys((await audit('?limit=1'))[0]?.changes ?? {})).toEqual(['name']);
+    const rotated = await t.inject({
+      method: 'POST',
+      url: '/api/admin/signing-keys/rotate',
+      headers: { authorization: `Bearer ${token}` },
+      payload: { a: [[['sent to a route without a body']]], password: 'never kept' },
+    });
+    expect(rotated.statusCode, rotated.body).toBe(201);
+    expect((await audit('?limit=1'))[0]).toMatchObject({
+      action: 'POST /api/admin/signing-keys/rotate',
+      tokenName: 'kept',
+      changes: {},
+    });
+  });
+
+  it(`bounds a record's fields to ${MAX_CHANGES_CHARS} characters of JSON, marking what did not fit`, () => {
+    const declared = { small: {}, big: {}, after: {}, password: {} };
+    const body = { small: 1, big: Array.from({ length: 5000 }, (_, i) => i), after: 'kept', password: 'p', extra: 2 };
+    const json = auditChanges(body, declared);
+    expect(json.length).toBeLessThanOrEqual(MAX_CHANGES_CHARS);
+    expect(JSON.parse(json)).toEqual({ small: 1, big: { truncated: true }, after: 'kept', password: '(secret)' });
+    // Values that fit are kept whole, up to the bound itself.
+    const fits = { big: 'x'.repeat(150), list: Array.from({ length: 2000 }, () => 1) };
+    const exact = auditChanges(fits, { big: {}, list: {} });
+    expect(JSON.parse(exact)).toEqual(fits);
+    // Many large values: each kept while the record fits, the rest marked; never past the bound.
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`f${i}`, 'y'.repeat(1000).split('')]));
+    const bounded = auditChanges(many, Object.fromEntries(Object.keys(many).map((k) => [k, {}])));
+    expect(bounded.length).toBeLessThanOrEqual(MAX_CHANGES_CHARS);
+    const parsed = JSON.parse(bounded) as Record<string, unknown>;
+    expect(Object.keys(parsed)).toEqual(Object.keys(many));
+    expect(Object.values(parsed).filter((v) => Array.isArray(v)).length).toBe(3);
+    // Should even the names not fit, the record is the marker alone.
+    const names = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`field-${i}`, 1]));
+    expect(auditChanges(names, names)).toBe('{"truncated":true}');
+  });
+
+  it('pages exactly with its cursor: records sharing a millisecond across page boundaries come once each', async () => {
+    const at = '2020-01-01T00:00:00.000Z';
+    const rows = Array.from({ length: 23 }, () => ({
+      id: newId(),
+      at,
+      actor: 'same-millisecond',
+      tokenName: null,
+      ip: '127.0.0.1',
+      action: 'POST /api/banners',
+      targetType: 'banners',
+      targetId: null,
+      changes: '{}',
+    }));
+    // One older record, so the last page ends after the millisecond.
+    rows.push({ ...rows[0]!, id: newId(), at: '2019-12-31T23:59:59.999Z' });
+    await t.database.db.insertInto('auditLog').values(rows).execute();
+    const seen: string[] = [];
+    let url: string | null = '/api/admin/audit?actor=same-millisecond&limit=5';
+    let pages = 0;
+    while (url !== null) {
+      const res = await admin(t, 'GET', url);
+      expect(res.statusCode, res.body).toBe(200);
+      const page = res.json<AuditJson[]>();
+      expect(page.length).toBeLessThanOrEqual(5);
+      seen.push(...page.map((r) => r.id));
+      const link = res.headers.link;
+      pages += 1;
+      if (typeof link !== 'string') {
+        url = null;
+      } else {
+        const next = new URL(/^<([^>]+)>; rel="next"$/.exec(link)?.[1] ?? '');
+        expect(next.searchParams.get('actor')).toBe('same-millisecond');
+        url = `${next.pathname}${next.search}`;
+      }
+    }
+    expect(pages).toBe(5);
+    expect(seen).toEqual(
+      rows
+        .slice()
+        .sort((a, b) => b.at.localeCompare(a.at) || (a.id < b.id ? 1 : -1))
+        .map((r) => r.id),
+    );
+    // A full last page with nothing after it has no link.
+    const whole = await admin(t, 'GET', '/api/admin/audit?actor=same-millisecond&limit=24');
+    expect(whole.headers.link).toBeUndefined();
+    // `before` keeps paging by time, as documented.
+    expect((await audit(`?actor=same-millisecond&before=${encodeURIComponent(at)}`)).map((r) => r.at)).toEqual([
+      '2019-12-31T23:59:59.999Z',
+    ]);
+  });
+
+  it('refuses a cursor it did not give, or one given for other filters, with 400 {error}', async () => {
+    const first = await admin(t, 'GET', '/api/admin/audit?limit=1');
+    const cursor = new URL(/^<([^>]+)>/.exec(String(first.headers.link))?.[1] ?? '').searchParams.get('cursor') ?? '';
+    expect(cursor).not.toBe('');
+    expect((await admin(t, 'GET', `/api/admin/audit?cursor=${encodeURIComponent(cursor)}`)).statusCode).toBe(200);
+    const changed = `${cursor.slice(0, 5)}${cursor[5] === 'A' ? 'B' : 'A'}${cursor.slice(6)}`;
+    for (const query of [
+      'cursor=not-a-cursor',
+      'cursor=',
+      `cursor=${encodeURIComponent(changed)}`,
+      `cursor=${encodeURIComponent(`${cursor}.x`)}`,
+      `cursor=${encodeURIComponent(cursor)}&actor=someone`,
+    ]) {
+      const res = await admin(t, 'GET', `/api/admin/audit?${query}`);
+      expect(res.statusCode, query).toBe(400);
+      expect(Object.keys(res.json()), query).toEqual(['error']);
+    }
   });
 
   it('writes each record in the change’s transaction: a change that cannot be recorded does not happen', async () => {

@@ -1,6 +1,6 @@
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
+import type { SigningKey } from '../docs/examples/verify.js';
 import { serverSecret } from '../src/db/secrets.js';
 import { Cursors, pageOf } from '../src/http/paging.js';
 import { chooseEncoding, RenderedJson } from '../src/http/rendered.js';
@@ -9,6 +9,7 @@ import type { CatalogueEntry } from '../src/modules/addons/catalogue.js';
 import { Counters } from '../src/modules/addons/counters.js';
 import { resorted, sortedBy } from '../src/modules/addons/order.js';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
+import { digestHeaderOf, libraryVerifies, SIGNATURE_HEADERS, verified } from './helpers/signed.js';
 
 let t: TestApp;
 
@@ -257,7 +258,7 @@ describe('compression of catalogue answers', () => {
       text(700),
       Buffer.from(']'),
     ];
-    const inParts = new RenderedJson(parts, {}, { etag: 'W/"x"', signature: 's' });
+    const inParts = new RenderedJson(parts, {}, { etag: 'W/"x"' });
     expect(inParts.encodings).toEqual(['gzip']);
     const gz = Buffer.concat(await inParts.gzipParts());
     expect(inParts.gzipParts()).toBe(inParts.gzipParts());
@@ -268,7 +269,7 @@ describe('compression of catalogue answers', () => {
     // segment verbatim.
     const segment = zlib.deflateRawSync(shared, { finishFlush: zlib.constants.Z_SYNC_FLUSH });
     expect(gz.includes(segment)).toBe(true);
-    const other = new RenderedJson([Buffer.from('['), shared, Buffer.from(']')], {}, { etag: 'W/"y"', signature: 's' });
+    const other = new RenderedJson([Buffer.from('['), shared, Buffer.from(']')], {}, { etag: 'W/"y"' });
     const otherGz = Buffer.concat(await other.gzipParts());
     expect(zlib.gunzipSync(otherGz).equals(other.body())).toBe(true);
     expect(otherGz.includes(segment)).toBe(true);
@@ -302,12 +303,24 @@ describe('compression of catalogue answers', () => {
     expect(res.headers['content-encoding']).toBeUndefined();
   });
 
-  it('signs a compressed answer as its client decodes it', async () => {
+  it('signs each encoding over its bytes as sent, once: the digest is of the compressed bytes', async () => {
     const keys = (await get('/api/signing-keys')).json<SigningKey[]>();
-    const res = await get('/api/addons', { 'accept-encoding': 'br' });
-    expect(res.headers['content-encoding']).toBe('br');
-    const header = String(res.headers['x-signature']);
-    expect(verifyAnswer(zlib.brotliDecompressSync(res.rawPayload), header, keys)).toBe(true);
+    const slug = (await get('/api/addons?category=paged&limit=1')).json<Listed[]>()[0]?.slug ?? '';
+    for (const url of ['/api/addons', `/api/addons/${slug}`, '/api/releases', '/api/addons?category=paged&limit=2']) {
+      const digests = new Set<string>();
+      for (const encoding of [undefined, 'br', 'gzip']) {
+        const res = await get(url, encoding === undefined ? {} : { 'accept-encoding': encoding });
+        expect(res.headers['content-encoding'], url).toBe(encoding);
+        expect(res.headers['content-digest'], url).toBe(digestHeaderOf(res.rawPayload));
+        digests.add(String(res.headers['content-digest']));
+        expect(verified(res, keys), url).toBe(true);
+        expect(await libraryVerifies(res, keys[0]!), url).toBe(true);
+        // Signed once, when first sent: the next request gets the same headers.
+        const again = await get(url, encoding === undefined ? {} : { 'accept-encoding': encoding });
+        for (const name of SIGNATURE_HEADERS) expect(again.headers[name], url).toBe(res.headers[name]);
+      }
+      expect(digests.size, url).toBe(3);
+    }
   });
 });
 
@@ -352,19 +365,26 @@ describe('a large list (over 8 MiB), kept in blocks and streamed', () => {
     expect(Number(res.headers['content-length'])).toBe(res.rawPayload.length);
     const listed = res.json<{ id: string; totalDownloads: number }[]>();
     expect(listed).toHaveLength(COUNT);
-    expect(verifyAnswer(res.rawPayload, String(res.headers['x-signature']), keys)).toBe(true);
+    expect(res.headers['content-digest']).toBe(digestHeaderOf(res.rawPayload));
+    expect(verified(res, keys)).toBe(true);
+    expect(await libraryVerifies(res, keys[0]!)).toBe(true);
     const etag = String(res.headers.etag);
     expect(etag).toMatch(/^W\/"/);
     const again = await big.inject({ url: '/api/addons?category=big', headers: { 'if-none-match': etag } });
     expect(again.statusCode).toBe(304);
-    expect(again.headers['x-signature']).toBeUndefined();
+    for (const name of SIGNATURE_HEADERS) expect(again.headers[name]).toBeUndefined();
+    const head = await big.inject({ method: 'HEAD', url: '/api/addons?category=big' });
+    expect(head.statusCode).toBe(200);
+    for (const name of SIGNATURE_HEADERS) expect(head.headers[name]).toBeUndefined();
     const gz = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'br, gzip' } });
     expect(gz.headers['content-encoding']).toBe('gzip');
     expect(String(gz.headers.vary)).toMatch(/Accept-Encoding/);
     const decoded = zlib.gunzipSync(gz.rawPayload);
     expect(decoded.equals(res.rawPayload)).toBe(true);
     expect(gz.rawPayload.length).toBeLessThan(res.rawPayload.length / 10);
-    expect(verifyAnswer(decoded, String(gz.headers['x-signature']), keys)).toBe(true);
+    expect(gz.headers['content-digest']).toBe(digestHeaderOf(gz.rawPayload));
+    expect(verified(gz, keys)).toBe(true);
+    expect(await libraryVerifies(gz, keys[0]!)).toBe(true);
     expect(gz.headers.etag).not.toBe(etag);
     expect(Number(gz.headers['content-length'])).toBe(gz.rawPayload.length);
     const gzAgain = await big.inject({
@@ -402,15 +422,42 @@ describe('a large list (over 8 MiB), kept in blocks and streamed', () => {
     expect(shown(after)).toBe(start + 1);
     expect(Date.now() - counted).toBeLessThan(2_100);
     expect(after.headers.etag).not.toBe(before.headers.etag);
-    expect(verifyAnswer(after.rawPayload, String(after.headers['x-signature']), keys)).toBe(true);
+    expect(verified(after, keys)).toBe(true);
+    expect(after.headers['content-digest']).not.toBe(before.headers['content-digest']);
     const gz = await big.inject({ url: '/api/addons?category=big', headers: { 'accept-encoding': 'gzip' } });
     expect(zlib.gunzipSync(gz.rawPayload).equals(after.rawPayload)).toBe(true);
+    expect(verified(gz, keys)).toBe(true);
     // Everything but the changed addon is byte for byte as before.
     const elements = (res: typeof before) => res.json<unknown[]>().map((e) => JSON.stringify(e));
     const previous = elements(before);
     const changed = elements(after).filter((e, i) => e !== previous[i]);
     expect(changed).toHaveLength(1);
     expect(changed[0]).toContain(addonId);
+  });
+
+  it('during a rotation, both keys sign every encoding, small and large: an independent RFC 9421 library verifies each', async () => {
+    const pinned = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
+    expect((await admin(big, 'POST', '/api/admin/signing-keys/rotate')).statusCode).toBe(201);
+    const listed = (await big.inject('/api/signing-keys')).json<SigningKey[]>();
+    expect(listed.map((k) => k.keyId)).toEqual([listed[0]!.keyId, pinned[0]!.keyId]);
+    const cases: [string, string | undefined][] = [
+      ['/api/addons?category=big', undefined],
+      ['/api/addons?category=big', 'gzip'],
+      ['/api/addons/big-1', undefined],
+      ['/api/addons/big-1', 'br'],
+      ['/api/addons/big-1', 'gzip'],
+    ];
+    for (const [url, encoding] of cases) {
+      const res = await big.inject({ url, headers: encoding === undefined ? {} : { 'accept-encoding': encoding } });
+      const label = `${url} ${encoding ?? 'identity'}`;
+      expect(res.headers['content-encoding'], label).toBe(encoding);
+      expect(res.headers['content-digest'], label).toBe(digestHeaderOf(res.rawPayload));
+      expect(String(res.headers['signature-input']).match(/sig\d+=/g), label).toEqual(['sig1=', 'sig2=']);
+      for (const key of listed) {
+        expect(await libraryVerifies(res, key), `${label} ${key.keyId}`).toBe(true);
+        expect(verified(res, [key]), `${label} ${key.keyId}`).toBe(true);
+      }
+    }
   });
 });
 

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_JSON_DEPTH } from '../src/http/input.js';
 import { isHttpUrl, isImageRef } from '../src/http/urls.js';
 import { LocalStorage } from '../src/storage/local.js';
 import { admin, buildTestApp, createPackage, multipartBody, type TestApp, upload } from './helpers/app.js';
@@ -418,5 +419,70 @@ describe('class 8: NUL characters, which PostgreSQL cannot store', () => {
     const ids = (await t.database.db.selectFrom('devices').select('deviceId').execute()).map((r) => r.deviceId);
     expect(ids).toContain('after-nul');
     expect(ids).not.toContain('nul-1');
+  });
+});
+
+describe('class 9: JSON nested thousands deep', () => {
+  /** `{"<field>": [[…]]}`: `depth` levels of objects and arrays in all. */
+  const nestedBody = (depth: number, field = 'extra') =>
+    `{"${field}":${'['.repeat(depth - 1)}${']'.repeat(depth - 1)}}`;
+  const json = { 'content-type': 'application/json' };
+
+  it('is refused with 400 {error} before any route sees it: a Bearer change’s audit record no longer overflows', async () => {
+    const token = (await admin(t, 'POST', '/api/admin/tokens', { name: 'deep' })).json<{ token: string }>().token;
+    const keys = (await t.inject('/api/signing-keys')).body;
+    const res = await t.inject({
+      method: 'POST',
+      url: '/api/admin/signing-keys/rotate',
+      headers: { ...json, authorization: `Bearer ${token}` },
+      payload: nestedBody(6000),
+    });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(Object.keys(res.json())).toEqual(['error']);
+    expect(res.json<{ error: string }>().error).toContain(`more than ${MAX_JSON_DEPTH} deep`);
+    expect((await t.inject('/api/signing-keys')).body).toBe(keys);
+  });
+
+  it(`takes ${MAX_JSON_DEPTH} levels and refuses ${MAX_JSON_DEPTH + 1}, on public and administrator routes alike`, async () => {
+    expect(MAX_JSON_DEPTH).toBe(64);
+    const token = (await admin(t, 'POST', '/api/admin/tokens', { name: 'depth' })).json<{ token: string }>().token;
+    const send = (depth: number) => [
+      t.inject({
+        method: 'POST',
+        url: '/api/launcher/heartbeat',
+        headers: json,
+        payload: nestedBody(depth, 'deviceId":"deep-1","x'),
+      }),
+      t.inject({
+        method: 'POST',
+        url: '/api/launcher/heartbeat',
+        headers: { 'content-type': 'text/plain' },
+        payload: nestedBody(depth, 'deviceId":"deep-2","x'),
+      }),
+      t.inject({
+        method: 'POST',
+        url: '/api/admin/tokens',
+        headers: { ...json, cookie: t.cookie },
+        payload: nestedBody(depth, `name":"deep-${depth}","x`),
+      }),
+      t.inject({
+        method: 'POST',
+        url: '/api/admin/signing-keys/rotate',
+        headers: { ...json, authorization: `Bearer ${token}` },
+        payload: nestedBody(depth),
+      }),
+    ];
+    const taken = await Promise.all(send(MAX_JSON_DEPTH));
+    expect(taken.map((res) => res.statusCode)).toEqual([200, 200, 201, 201]);
+    for (const res of await Promise.all(send(MAX_JSON_DEPTH + 1))) {
+      expect(res.statusCode, res.body).toBe(400);
+      expect(Object.keys(res.json())).toEqual(['error']);
+    }
+  });
+
+  it('leaves other bodies alone: a multipart upload of a deeply nested JSON file is a file like any other', async () => {
+    const content = '['.repeat(6000) + ']'.repeat(6000);
+    const uploaded = await upload(t, 'deep.json', content);
+    expect(uploaded.size).toBe(content.length);
   });
 });

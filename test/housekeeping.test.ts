@@ -61,7 +61,7 @@ describe('device housekeeping', () => {
   });
 
   it('runs on one instance at a time: a second holder waits for the lease to lapse', async () => {
-    const other = new DeviceHousekeeping(t.database.db, { deviceDays: 90, ipDays: 30 });
+    const other = new DeviceHousekeeping(t.database, { deviceDays: 90, ipDays: 30 });
     const at = T + 20 * DAY;
     expect(await t.app.ctx.housekeeping.run(at)).toBe(true);
     expect(await other.run(at + 1000)).toBe(false);

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
 import { ADMIN, admin, buildTestApp, createPackage, createVersion, type TestApp } from './helpers/app.js';
 import { createTestDatabase, ENGINE, type TestDatabase } from './helpers/db.js';
 import { type ServerProcess, startServer } from './helpers/process.js';
@@ -374,12 +375,19 @@ onPostgres('two service processes on one PostgreSQL database and one S3 store', 
     const rotated = await call(a, 'POST', '/api/admin/signing-keys/rotate', { auth: cookie });
     expect(rotated.status).toBe(201);
     const keyId = (rotated.body as { keyId: string }).keyId;
+    const keyIds = (headers: Headers) =>
+      [...(headers.get('signature-input') ?? '').matchAll(/(sig\d+)=[^,]*;keyid="([^"]+)"/g)].map((m) => m.slice(1));
     const signed = await pollUntil(
       () => call(b, 'GET', '/api/software/check-update?slug=scheduled'),
-      (r) => (r.headers.get('x-signature') ?? '').startsWith(`keyId=${keyId};`),
+      (r) => keyIds(r.headers)[0]?.[1] === keyId,
       5000,
     );
-    expect(signed.headers.get('x-signature')).toMatch(new RegExp(`^keyId=${keyId};sig=[^,]+, keyId=`));
+    const listed = (await call(b, 'GET', '/api/signing-keys')).body as (SigningKey & { status: string })[];
+    expect(keyIds(signed.headers)).toEqual(listed.map((k, i) => [`sig${i + 1}`, k.keyId]));
+    // Both signatures verify, each with its own key, over the bytes as received.
+    const res = await fetch(`${b.url}/api/software/check-update?slug=scheduled`);
+    const body = new Uint8Array(await res.arrayBuffer());
+    for (const key of listed) expect(verifyAnswer(body, res.headers, [key]), key.status).toBe(true);
   });
 
   it('publishing concurrently on both instances leaves one latest and no spurious 409', async () => {

@@ -1,13 +1,14 @@
-import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { followRotation, type SigningKey, verifyAnswer } from '../docs/examples/verify.js';
+import { followRotation, type SigningKey } from '../docs/examples/verify.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 import { bucketOf } from './helpers/bucket.js';
+import { type Answer, digestHeaderOf, libraryVerifies, SIGNATURE_HEADERS, verified } from './helpers/signed.js';
 import { ConfigError } from '../src/config.js';
-import { signParts } from '../src/sign-parts.js';
-import { Signer } from '../src/signing.js';
+import { setClock } from '../src/domain/clock.js';
+import { Signer } from '../src/modules/signing/signer.js';
 
 let t: TestApp;
 let file: { filePath: string; sha256: string };
@@ -187,7 +188,8 @@ describe('revocation', () => {
       expect((await other.inject('/download/launcher')).statusCode).toBe(404);
       expect((await other.inject('/api/software/latest')).statusCode).toBe(404);
       const cors = await other.inject({ url: '/api/software', headers: { origin: 'https://site.example.test' } });
-      expect(cors.headers['access-control-expose-headers']).toContain('X-Signature');
+      const exposed = String(cors.headers['access-control-expose-headers']).split(/,\s*/);
+      expect(exposed).toEqual(expect.arrayContaining(['Content-Digest', 'Signature-Input', 'Signature']));
     } finally {
       await other.close();
     }
@@ -283,25 +285,6 @@ describe('scheduled publishing', () => {
   });
 });
 
-describe('Ed25519 over a body in parts', () => {
-  it('makes exactly the signature of the joined body, for any split, size and key', async () => {
-    for (let trial = 0; trial < 6; trial += 1) {
-      const { privateKey } = generateKeyPairSync('ed25519');
-      const body = randomBytes([0, 1, 100, 5_000, 300_000, 9 * 1024 * 1024][trial] as number);
-      const cuts = [
-        0,
-        ...Array.from({ length: trial * 3 }, () => Math.floor(Math.random() * (body.length + 1))),
-        body.length,
-      ].sort((a, b) => a - b);
-      const parts = cuts.slice(1).map((end, i) => body.subarray(cuts[i], end));
-      expect(Buffer.concat(parts).equals(body)).toBe(true);
-      const expected = sign(null, body, privateKey);
-      expect((await signParts(privateKey, parts)).equals(expected), `trial ${trial}`).toBe(true);
-      expect((await signParts(privateKey, [body])).equals(expected)).toBe(true);
-    }
-  });
-});
-
 describe('signed answers', () => {
   const signedPaths = [
     '/api/software/check-update?slug=signed&versionCode=0&deviceId=abc',
@@ -335,35 +318,104 @@ describe('signed answers', () => {
     expect(Buffer.from(listed[0]!.publicKey, 'base64')).toHaveLength(32);
   });
 
-  it('signs every answer that tells a client what to download, verifiable with the published key only', async () => {
+  /** The `created` of each member of an answer's Signature-Input, by label. */
+  const createdOf = (res: Answer) =>
+    [...String(res.headers['signature-input']).matchAll(/(sig\d+)=\("content-digest"\);created=(\d+);/g)].map((m) => [
+      m[1],
+      Number(m[2]),
+    ]);
+
+  it('signs every answer that tells a client what to download (RFC 9530 digest, RFC 9421 signature), verifiable with the published key only', async () => {
     const pinned = await keys();
+    const keyId = pinned[0]!.keyId;
     for (const path of signedPaths) {
       const res = await t.inject(path);
       expect(res.statusCode, path).toBe(200);
-      const header = res.headers['x-signature'] as string;
-      expect(header, path).toMatch(/^keyId=[0-9a-f]{16};sig=[A-Za-z0-9+/=]+$/);
-      expect(verifyAnswer(res.rawPayload, header, pinned), path).toBe(true);
-      // A one-byte change of the body fails.
+      expect(res.headers['content-digest'], path).toBe(digestHeaderOf(res.rawPayload));
+      expect(res.headers['signature-input'], path).toMatch(
+        new RegExp(`^sig1=\\("content-digest"\\);created=\\d+;keyid="${keyId}";alg="ed25519"$`),
+      );
+      expect(res.headers.signature, path).toMatch(/^sig1=:[A-Za-z0-9+/]{86}==:$/);
+      expect(verified(res, pinned), path).toBe(true);
+      expect(await libraryVerifies(res, pinned[0]!), path).toBe(true);
+      // A one-byte change of the body fails, and so does a digest made anew for the changed bytes.
       const tampered = Buffer.from(res.rawPayload);
       const at = tampered.length - 2;
       tampered[at] = tampered.readUInt8(at) ^ 1;
-      expect(verifyAnswer(tampered, header, pinned), path).toBe(false);
+      expect(verified({ ...res, rawPayload: tampered }, pinned), path).toBe(false);
+      const redigested = { ...res, headers: { ...res.headers, 'content-digest': digestHeaderOf(tampered) } };
+      expect(verified({ ...redigested, rawPayload: tampered }, pinned), path).toBe(false);
+      expect(await libraryVerifies(redigested, pinned[0]!), path).toBe(false);
     }
   });
 
-  it('check-update carries signedAt; 304s, HEAD answers, errors and other reads carry no signature', async () => {
+  it('check-update carries signedAt; 304s, HEAD answers, errors and other reads carry none of the signature headers', async () => {
     const res = await check('signed', 0, 'abc');
     expect(Date.now() - Date.parse(res.json<{ signedAt: string }>().signedAt)).toBeLessThan(60 * 60 * 1000);
     const listed = await t.inject('/api/software');
     const etag = listed.headers.etag as string;
     const revalidated = await t.inject({ url: '/api/software', headers: { 'if-none-match': etag } });
     expect(revalidated.statusCode).toBe(304);
-    expect(revalidated.headers['x-signature']).toBeUndefined();
     const head = await t.inject({ method: 'HEAD', url: '/api/software/check-update?slug=signed' });
     expect(head.statusCode).toBe(200);
-    expect(head.headers['x-signature']).toBeUndefined();
-    expect((await t.inject('/api/software/check-update?slug=none')).headers['x-signature']).toBeUndefined();
-    expect((await t.inject('/api/articles')).headers['x-signature']).toBeUndefined();
+    const headList = await t.inject({ method: 'HEAD', url: '/api/addons' });
+    expect(headList.statusCode).toBe(200);
+    const missing = await t.inject('/api/software/check-update?slug=none');
+    expect(missing.statusCode).toBe(404);
+    const bad = await t.inject('/api/software/check-update?slug=signed&versionCode=x');
+    expect(bad.statusCode).toBe(400);
+    const notFound = await t.inject('/api/addons/nope');
+    expect(notFound.statusCode).toBe(404);
+    const articles = await t.inject('/api/articles');
+    for (const other of [revalidated, head, headList, missing, bad, notFound, articles]) {
+      for (const name of SIGNATURE_HEADERS) expect(other.headers[name], name).toBeUndefined();
+    }
+  });
+
+  it('created is the signing time, never an hour old: a kept signature is made anew once old, on the controlled clock', async () => {
+    const pinned = await keys();
+    const url = '/api/software/check-update?slug=signed&versionCode=0&deviceId=abc';
+    const first = await t.inject(url);
+    const [[, created]] = createdOf(first) as [[string, number]];
+    expect(Math.abs(Date.now() / 1000 - created)).toBeLessThan(5);
+    // Kept: the same bytes, the same signature.
+    const again = await t.inject(url);
+    expect(again.headers.signature).toBe(first.headers.signature);
+    const later = Date.now() + 2 * 60 * 60 * 1000;
+    setClock(() => later);
+    try {
+      const old = await t.inject(url);
+      expect(createdOf(old)).toEqual([['sig1', Math.floor(later / 1000)]]);
+      expect(verified(old, pinned)).toBe(true);
+      expect(await libraryVerifies(old, pinned[0]!)).toBe(true);
+      // The launcher's check: the first answer, replayed two hours later, is refused.
+      expect(verified(first, pinned)).toBe(false);
+    } finally {
+      setClock(null);
+      // Entries kept under the moved clock go: later tests see answers signed now.
+      await t.app.ctx.cache.bump();
+    }
+
+    // The signer's own threshold, with a key set that never changes (a key file).
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const keyFile = path.join(t.dir, 'threshold.pem');
+    fs.writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    const signer = new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    const body = Buffer.from('{"a":1}');
+    const start = Date.now();
+    const at = (minutes: number) => setClock(() => start + minutes * 60 * 1000);
+    try {
+      at(0);
+      const made = await signer.headers(body);
+      at(29);
+      expect(await signer.headers(body)).toBe(made);
+      at(31);
+      const remade = await signer.headers(body);
+      expect(remade['Content-Digest']).toBe(made['Content-Digest']);
+      expect(remade['Signature-Input']).toContain(`;created=${Math.floor((start + 31 * 60 * 1000) / 1000)};`);
+    } finally {
+      setClock(null);
+    }
   });
 
   it('rotation: the new key is endorsed by the old one, both sign during the overlap, a launcher pinning the old key follows', async () => {
@@ -379,16 +431,19 @@ describe('signed answers', () => {
     ]);
 
     const res = await check('signed', 0, 'abc');
-    const header = res.headers['x-signature'] as string;
-    expect(header.split(', ').map((e) => e.split(';')[0])).toEqual([
-      `keyId=${fresh.keyId}`,
-      `keyId=${pinned[0]!.keyId}`,
+    const members = String(res.headers['signature-input']).split(', ');
+    expect(members.map((m) => [m.split('=')[0], /keyid="([^"]+)"/.exec(m)?.[1]])).toEqual([
+      ['sig1', fresh.keyId],
+      ['sig2', pinned[0]!.keyId],
     ]);
-    expect(verifyAnswer(res.rawPayload, header, pinned)).toBe(true);
+    expect(String(res.headers.signature)).toMatch(/^sig1=:[^:]+:, sig2=:[^:]+:$/);
+    expect(verified(res, pinned)).toBe(true);
+    expect(await libraryVerifies(res, pinned[0]!)).toBe(true);
+    expect(await libraryVerifies(res, fresh)).toBe(true);
 
     const trusted = followRotation(pinned, listed);
     expect(trusted.map((k) => k.keyId)).toEqual([pinned[0]!.keyId, fresh.keyId]);
-    expect(verifyAnswer(res.rawPayload, header, [fresh])).toBe(true);
+    expect(verified(res, [fresh])).toBe(true);
     // A key not endorsed by a pinned one is not adopted.
     const forged = {
       ...fresh,
@@ -411,7 +466,8 @@ describe('signed answers', () => {
       const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
       expect(listed).toMatchObject([{ publicKey: raw, status: 'active', endorsement: null }]);
       const res = await other.inject('/api/software');
-      expect(verifyAnswer(res.rawPayload, res.headers['x-signature'] as string, listed)).toBe(true);
+      expect(verified(res, listed)).toBe(true);
+      expect(await libraryVerifies(res, listed[0]!)).toBe(true);
       expect((await admin(other, 'POST', '/api/admin/signing-keys/rotate')).statusCode).toBe(409);
     } finally {
       await other.close();
@@ -429,11 +485,11 @@ describe('signed answers', () => {
       const pinned = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
       await admin(other, 'POST', '/api/admin/signing-keys/rotate');
       const res = await other.inject('/api/software');
-      const header = res.headers['x-signature'] as string;
-      expect(header.split(', ')).toHaveLength(1);
-      expect(verifyAnswer(res.rawPayload, header, pinned)).toBe(false);
+      expect(String(res.headers['signature-input'])).toMatch(/^sig1=[^,]+$/);
+      expect(verified(res, pinned)).toBe(false);
+      expect(await libraryVerifies(res, pinned[0]!)).toBe(false);
       const listed = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
-      expect(verifyAnswer(res.rawPayload, header, followRotation(pinned, listed))).toBe(true);
+      expect(verified(res, followRotation(pinned, listed))).toBe(true);
     } finally {
       await other.close();
     }

@@ -166,7 +166,7 @@ const en = {
   scheduledFor: 'Scheduled for {time}',
   signingKeys: 'Signing keys',
   signingKeysHint:
-    'Launchers verify the X-Signature of update answers with these public keys. After a rotation the retired key keeps signing alongside the new one for the overlap period, and the new key is endorsed by the old one, so launchers that pinned the old key can follow.',
+    'Launchers verify the signatures of update answers (the Signature header, RFC 9421) with these public keys. After a rotation the retired key keeps signing alongside the new one for the overlap period, and the new key is endorsed by the old one, so launchers that pinned the old key can follow.',
   rotateKey: 'Rotate key',
   confirmRotate:
     'Create a new signing key? The current key is retired: it keeps signing during the overlap period and endorses the new key.',
@@ -474,7 +474,7 @@ const zh: Record<MessageKey, string> = {
   scheduledFor: '定于 {time} 发布',
   signingKeys: '签名密钥',
   signingKeysHint:
-    '启动器用这些公钥验证更新应答的 X-Signature。轮换后，旧密钥在过渡期内继续与新密钥一起签名，且新密钥由旧密钥背书，因此固定了旧密钥的启动器可以安全地切换。',
+    '启动器用这些公钥验证更新应答的签名（Signature 头，RFC 9421）。轮换后，旧密钥在过渡期内继续与新密钥一起签名，且新密钥由旧密钥背书，因此固定了旧密钥的启动器可以安全地切换。',
   rotateKey: '轮换密钥',
   confirmRotate: '创建新的签名密钥吗？当前密钥将退役：它在过渡期内继续签名，并为新密钥背书。',
   keyRotated: '已创建新的签名密钥',

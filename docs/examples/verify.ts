@@ -12,14 +12,37 @@ function ed25519(rawBase64: string): KeyObject {
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
 }
 
-/** True when one entry of `X-Signature` is a valid signature of the exact body bytes by a pinned key. */
-export function verifyAnswer(body: Uint8Array, header: string | null, pinned: readonly SigningKey[]): boolean {
-  for (const entry of (header ?? '').split(', ')) {
-    const match = /^keyId=([^;]+);sig=(.+)$/.exec(entry.trim());
-    const key = pinned.find((k) => k.keyId === match?.[1]);
-    if (match && key && verify(null, body, ed25519(key.publicKey), Buffer.from(match[2]!, 'base64'))) return true;
-  }
-  return false;
+/** The members of a Signature-Input or Signature header (this service's: no commas inside one). */
+function members(header: string | null): Map<string, string> {
+  const pairs = (header ?? '').split(',').map((m) => /^\s*([^=\s]+)=(.*?)\s*$/.exec(m));
+  return new Map(pairs.flatMap((m) => (m ? [[m[1]!, m[2]!] as const] : [])));
+}
+
+/** RFC 9421 §2.5: a line per covered component (its value from `valueOf`), then the parameters. */
+export function signatureBase(input: string, valueOf: (component: string) => string): string {
+  const covered = [...(/^\(([^)]*)\)/.exec(input)?.[1] ?? '').matchAll(/"([^"]+)"/g)].map((m) => m[1]!);
+  return [...covered.map((c) => `"${c}": ${valueOf(c)}`), `"@signature-params": ${input}`].join('\n');
+}
+
+/** The Signature-Input members (parameters) whose Ed25519 signature a pinned key verifies. */
+export function verifiedInputs(headers: Headers, valueOf: (c: string) => string, pinned: readonly SigningKey[]) {
+  const signatures = members(headers.get('signature'));
+  return [...members(headers.get('signature-input'))].flatMap(([label, input]) => {
+    const key = pinned.find((k) => input.includes(`;keyid="${k.keyId}"`));
+    const signature = Buffer.from(/^:(.*):$/.exec(signatures.get(label) ?? '')?.[1] ?? '', 'base64');
+    const base = Buffer.from(signatureBase(input, valueOf));
+    return key && verify(null, base, ed25519(key.publicKey), signature) ? [input] : [];
+  });
+}
+
+/** True when `body` (the bytes as received, before any decoding) is signed by a pinned key within the hour. */
+export function verifyAnswer(body: Uint8Array, headers: Headers, pinned: readonly SigningKey[], now = Date.now()) {
+  const digest = `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
+  if (headers.get('content-digest') !== digest) return false;
+  return verifiedInputs(headers, () => digest, pinned).some((input) => {
+    const created = Number(/^\("content-digest"\);created=(\d+);/.exec(input)?.[1]);
+    return Math.abs(now / 1000 - created) <= 3600;
+  });
 }
 
 /** True when a downloaded file has the `sha256` that the verified answer named. */

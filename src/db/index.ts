@@ -7,6 +7,7 @@ import { CamelCasePlugin, type Dialect, Kysely, Migrator, PostgresDialect, Sqlit
 import pg from 'pg';
 import type { DatabaseConfig } from '../config.js';
 import { migrationProvider } from './migrations.js';
+import { sqliteReaderDialect } from './sqlite-reader.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -14,6 +15,12 @@ export type Engine = DatabaseConfig['kind'];
 
 export interface DatabaseHandle {
   readonly db: Db;
+  /**
+   * For reads that scan many rows (device figures, retention candidates): on SQLite a read-only
+   * connection on a worker thread, so that they never hold the event loop; on PostgreSQL `db` itself
+   * (the server does the work). Never for writes.
+   */
+  readonly reads: Db;
   readonly engine: Engine;
   /** What the connection side looks like now (metrics): pool counts, or SQLite's file sizes. */
   usage(): DatabaseUsage;
@@ -65,6 +72,8 @@ parentPort.once('message', () => {
 
 interface EngineHandle {
   dialect: Dialect;
+  /** The dialect of `DatabaseHandle.reads` when it is not the service's connection. */
+  readerDialect?: Dialect;
   /** Stops what runs beside the connections (SQLite's checkpoint thread). */
   stop(): Promise<void>;
 }
@@ -77,10 +86,8 @@ function sqliteDialect(file: string, checkpointMs: number): EngineHandle {
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('wal_autocheckpoint = 0');
-  const worker = new Worker(CHECKPOINT_WORKER, {
-    eval: true,
-    workerData: { file, everyMs: checkpointMs, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
-  });
+  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+  const worker = new Worker(CHECKPOINT_WORKER, { eval: true, workerData: { file, everyMs: checkpointMs, driver } });
   worker.unref();
   worker.on('error', (err) => process.emitWarning(`SQLite checkpoint thread failed: ${err.message}`));
   let running = true;
@@ -101,6 +108,7 @@ function sqliteDialect(file: string, checkpointMs: number): EngineHandle {
   };
   return {
     dialect: new SqliteDialect({ database }),
+    readerDialect: sqliteReaderDialect(file, driver),
     async stop() {
       if (running) {
         // Held until it has closed its connection: an unref'd thread would let the process end first.
@@ -153,7 +161,9 @@ export async function openDatabase(
       ? { ...sqliteDialect(config.file, sqliteCheckpointMs), usage: () => sqliteUsage(config.file) }
       : { ...postgresDialect(config.url, () => closing), stop: () => Promise.resolve() };
   const raw = new Kysely<unknown>({ dialect: engine.dialect });
+  const reader = engine.readerDialect ? new Kysely<unknown>({ dialect: engine.readerDialect }) : null;
   const destroy = async () => {
+    await reader?.destroy();
     await engine.stop();
     await raw.destroy();
   };
@@ -166,6 +176,7 @@ export async function openDatabase(
   const db = raw.withPlugin(new CamelCasePlugin()) as unknown as Db;
   return {
     db,
+    reads: reader ? (reader.withPlugin(new CamelCasePlugin()) as unknown as Db) : db,
     engine: config.kind,
     usage: engine.usage,
     close: () => {

@@ -498,6 +498,22 @@ const m010FileSignatures: Migration = {
   },
 };
 
+/**
+ * Device figures at a million launchers: the online devices' app versions and systems are read from
+ * the index on `last_seen_at` alone (a covering index), not from a million rows of the table. It
+ * replaces the index on `last_seen_at` (same entries, wider), so a heartbeat's write costs no more.
+ */
+const m011DeviceSummary: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createIndex('devices_seen_version_os_idx')
+      .on('devices')
+      .columns(['last_seen_at', 'app_version', 'os'])
+      .execute();
+    await db.schema.dropIndex('devices_last_seen_idx').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -508,6 +524,7 @@ export const migrations: Record<string, Migration> = {
   '007_counter_seq': m007CounterSeq,
   '008_webhooks': m008Webhooks,
   '010_file_signatures': m010FileSignatures,
+  '011_device_summary': m011DeviceSummary,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,4 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { Db } from '../db/index.js';
+import { serverSecret } from '../db/secrets.js';
 import { badRequest } from './errors.js';
 
 /** Where a page ends in an ordered list: the last item's sort value and id (a keyset position). */
@@ -103,11 +105,37 @@ export class Cursors {
     }
     return { limit: payload.l, after: { key: payload.k, id: payload.i } };
   }
+
+  /**
+   * The page a request asks for: the first (`limit`, else `defaultLimit`, items) without a cursor;
+   * else the cursor's, with `limit` instead of the cursor's own when given.
+   */
+  request(scope: string, cursor: string | undefined, limit: number | undefined, defaultLimit: number): PageRequest {
+    if (cursor === undefined) return { limit: limit ?? defaultLimit, after: null };
+    const asked = this.decode(scope, cursor);
+    return limit === undefined ? asked : { ...asked, limit };
+  }
 }
 
-/** The URL of the next page: `url` (a request's path and query) with `cursor` set, under `base` (see `baseUrl`). */
-export function nextPageUrl(base: string, url: string, cursor: string): string {
+/**
+ * The cursors under the key named `name` that every instance shares (see `serverSecret`): read once,
+ * and again after a failure.
+ */
+export function sharedCursors(db: Db, name: string): () => Promise<Cursors> {
+  let cursors: Promise<Cursors> | null = null;
+  return () => {
+    cursors ??= serverSecret(db, name).then((key) => new Cursors(key));
+    void cursors.catch(() => (cursors = null));
+    return cursors;
+  };
+}
+
+/**
+ * The `Link` header of the next page: `url` (a request's path and query) with `cursor` set, under
+ * `base` (see `baseUrl`).
+ */
+export function nextPageLink(base: string, url: string, cursor: string): string {
   const next = new URL(`${base}${url}`);
   next.searchParams.set('cursor', cursor);
-  return next.href;
+  return `<${next.href}>; rel="next"`;
 }

@@ -17,12 +17,12 @@ export const COMPRESS_MIN_BYTES = 1024;
  */
 const BROTLI_QUALITY = 5;
 
-/** The identity body of each compressed form: what signatures cover (clients verify what they decode). */
-const identities = new WeakMap<Buffer, Buffer>();
+/** The parts a streamed answer was made from (see `sendRendered`): what its signature covers. */
+const streamed = new WeakMap<Readable, readonly Buffer[]>();
 
-/** The uncompressed body of a compressed answer made here, else undefined (the payload is its own body). */
-export function identityBody(payload: Buffer): Buffer | undefined {
-  return identities.get(payload);
+/** The parts of a large answer's stream made here, else undefined. */
+export function streamedParts(payload: unknown): readonly Buffer[] | undefined {
+  return payload instanceof Readable ? streamed.get(payload) : undefined;
 }
 
 /** Each part's raw deflate segment (see `segmentOf`), made once and kept as long as the part. */
@@ -85,9 +85,9 @@ async function gzipOfParts(parts: readonly Buffer[]): Promise<Buffer[]> {
  * copied into one buffer per rendering: clients still reading an older rendering then pin only the
  * parts that changed. It is offered in gzip only, assembled from its parts' deflate segments (see
  * `segmentOf`) and streamed too; brotli streams cannot be assembled from pieces, and compressing
- * the whole anew for every rendering would cost seconds. Such an answer carries its validator and
- * signature (`large`), made when it was rendered, because the hooks that add them read whole bodies
- * only.
+ * the whole anew for every rendering would cost seconds. Such an answer carries its validator
+ * (`large`), made when it was rendered, because the hook that adds one reads whole bodies only (the
+ * signing hook reads the parts of its stream, see `streamedParts`).
  */
 export class RenderedJson {
   private readonly encoded = new Map<Encoding, Promise<Buffer>>();
@@ -96,10 +96,10 @@ export class RenderedJson {
 
   constructor(
     readonly parts: readonly Buffer[],
-    /** Headers that belong to this answer (paging: `Link`, `X-Total-Count`; a large one's signature). */
+    /** Headers that belong to this answer (paging: `Link`, `X-Total-Count`). */
     readonly headers: Readonly<Record<string, string>> = {},
-    /** A large answer's weak ETag and `X-Signature` (several parts); a one-part answer gets its own from the hooks. */
-    readonly large: { readonly etag: string; readonly signature: string } | null = null,
+    /** A large answer's weak ETag (several parts); a one-part answer gets its own from the hooks. */
+    readonly large: { readonly etag: string } | null = null,
   ) {
     this.length = parts.reduce((n, part) => n + part.length, 0);
   }
@@ -142,11 +142,8 @@ export class RenderedJson {
             })
           : zlib.createGzip();
       found = buffer(Readable.from(this.parts).pipe(compressor));
-      found.then(
-        (compressed) => identities.set(compressed, this.body()),
-        // A failure is not kept: the next request tries again (and this one is sent uncompressed).
-        () => this.encoded.delete(encoding),
-      );
+      // A failure is not kept: the next request tries again (and this one is sent uncompressed).
+      found.catch(() => this.encoded.delete(encoding));
       this.encoded.set(encoding, found);
     }
     return found;
@@ -242,11 +239,12 @@ export async function sendRendered(
   }
   const parts = gzip ?? rendered.parts;
   if (gzip !== null) reply.header('Content-Encoding', 'gzip');
+  const stream = Readable.from(parts);
+  streamed.set(stream, parts);
   return reply
-    .header('X-Signature', large.signature)
     .header(
       'Content-Length',
       parts.reduce((n, part) => n + part.length, 0),
     )
-    .send(Readable.from(parts));
+    .send(stream);
 }

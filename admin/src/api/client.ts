@@ -58,4 +58,10 @@ export function data<T>(result: { data?: T; error?: unknown; response: Response 
   return result.data;
 }
 
+/** The `cursor` of a paged answer's next page (its `Link: <…>; rel="next"` header), or null on the last page. */
+export function nextCursor(response: Response): string | null {
+  const next = /<([^>]+)>\s*;\s*rel="next"/.exec(response.headers.get('link') ?? '')?.[1];
+  return next === undefined ? null : new URL(next).searchParams.get('cursor');
+}
+
 export type Schemas = _components;

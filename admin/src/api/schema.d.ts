@@ -948,6 +948,8 @@ export interface paths {
                     actor?: string;
                     /** @description ISO 8601: records before this time (paging) */
                     before?: string;
+                    /** @description opaque: the next page, from the `Link: <…>; rel="next"` header of the page before (answered while more records follow); exact, even among records of the same millisecond */
+                    cursor?: string;
                     /** @description integer 1..500, default 50 */
                     limit?: string;
                     /** @description target id or type */
@@ -4354,7 +4356,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Keys that sign answers (X-Signature), newest first; retired keys sign during the overlap */
+        /** Keys that sign answers (RFC 9421 Signature over the RFC 9530 Content-Digest), newest first; retired keys sign during the overlap */
         get: {
             parameters: {
                 query?: never;

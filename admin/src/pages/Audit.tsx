@@ -2,21 +2,12 @@ import { Badge, Button, Card, Code, Group, Stack, Table, Text, TextInput, Title 
 import { useDebouncedValue } from '@mantine/hooks';
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { Fragment, useState } from 'react';
-import { api, data } from '../api/client';
+import { api, data, nextCursor } from '../api/client';
 import { useI18n } from '../i18n';
 import { OwnersOnly, useRole } from '../roles';
 
 /** Records per page. */
 const PAGE = 50;
-
-/**
- * The next page's `before`: just after the oldest record shown, so that records sharing its
- * millisecond are not skipped (those already shown are dropped again when the pages are joined).
- */
-function nextBefore(page: readonly { at: string }[]): string | null {
-  const oldest = page[page.length - 1];
-  return page.length === PAGE && oldest !== undefined ? new Date(Date.parse(oldest.at) + 1).toISOString() : null;
-}
 
 /** The audit log (owners only): newest first, filtered by account and target, one page after another. */
 export function AuditPage() {
@@ -30,27 +21,26 @@ export function AuditPage() {
   const records = useInfiniteQuery({
     queryKey: ['audit', actor, target],
     initialPageParam: null as string | null,
-    queryFn: async ({ pageParam }) =>
-      data(
-        await api.GET('/api/admin/audit', {
-          params: {
-            query: {
-              limit: String(PAGE),
-              ...(pageParam !== null ? { before: pageParam } : {}),
-              ...(actor !== '' ? { actor } : {}),
-              ...(target !== '' ? { target } : {}),
-            },
+    queryFn: async ({ pageParam }) => {
+      const answer = await api.GET('/api/admin/audit', {
+        params: {
+          query: {
+            limit: String(PAGE),
+            ...(pageParam !== null ? { cursor: pageParam } : {}),
+            ...(actor !== '' ? { actor } : {}),
+            ...(target !== '' ? { target } : {}),
           },
-        }),
-      ),
-    getNextPageParam: nextBefore,
+        },
+      });
+      return { records: data(answer), next: nextCursor(answer.response) };
+    },
+    getNextPageParam: (page) => page.next,
     enabled: owner,
   });
   if (!owner) {
     return <OwnersOnly title="audit" />;
   }
-  const seen = new Set<string>();
-  const rows = (records.data?.pages.flat() ?? []).filter((r) => !seen.has(r.id) && seen.add(r.id));
+  const rows = records.data?.pages.flatMap((page) => page.records) ?? [];
   return (
     <Stack>
       <Title order={2}>{t('audit')}</Title>

@@ -113,6 +113,8 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
     app.post(
       '/api/addons/updates',
       {
+        // Signed like the other answers that say what to download (a POST answer: per request).
+        config: { signed: true },
         schema: {
           tags: ['addons'],
           summary:
@@ -125,10 +127,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       async (request, reply) => {
         const lang = requestLang(request);
         const results = await updates.check(request.body.installed, lang, baseUrl(request, ctx.config.publicBaseUrl));
-        // Signed like the other answers that say what to download (a POST answer: per request).
-        const body = JSON.stringify({ results });
-        reply.header('X-Signature', await ctx.signer.header(body));
-        return sendRendered(request, reply, RenderedJson.of(Buffer.from(body)));
+        return sendRendered(request, reply, RenderedJson.of(Buffer.from(JSON.stringify({ results }))));
       },
     );
 

@@ -1,6 +1,5 @@
 import type { Static } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { serverSecret } from '../../db/secrets.js';
 import type { AddonRow, ReleaseRow, ReleaseUpdate, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { newId, now, nowIso } from '../../domain/clock.js';
@@ -8,7 +7,14 @@ import { type Lang, localize } from '../../domain/lang.js';
 import { isPublished } from '../../domain/rollout.js';
 import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualColumns } from '../../http/bilingual.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
-import { Cursors, DEFAULT_PAGE_SIZE, nextPageUrl, type Ordered, pageOf } from '../../http/paging.js';
+import {
+  type Cursors,
+  DEFAULT_PAGE_SIZE,
+  nextPageLink,
+  type Ordered,
+  pageOf,
+  sharedCursors,
+} from '../../http/paging.js';
 import { etagOfParts, RenderedJson } from '../../http/rendered.js';
 import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
@@ -153,11 +159,14 @@ export class AddonService {
   private loading: { epoch: number; promise: Promise<Catalogue> } | null = null;
   private snapshot: Snapshot | null = null;
   private refreshing: { readonly catalogue: Catalogue; readonly promise: Promise<Counters> } | null = null;
-  private cursors: Promise<Cursors> | null = null;
+  /** The shared cursor key, read (or created) once. */
+  private readonly cursorCodec: () => Promise<Cursors>;
   /** What is derived from the current catalogue across counter snapshots (see `derived`). */
   private derivedState: Derived | null = null;
 
-  constructor(private readonly ctx: AppContext) {}
+  constructor(private readonly ctx: AppContext) {
+    this.cursorCodec = sharedCursors(ctx.db, 'catalogue-cursor');
+  }
 
   private get db() {
     return this.ctx.db;
@@ -286,20 +295,13 @@ export class AddonService {
 
   /**
    * A rendered list from its parts: small ones in one buffer; large ones kept in parts (their
-   * blocks, see `ListBlocks`), with their validator and signature made now, over the parts.
+   * blocks, see `ListBlocks`), with their validator made now, over the parts (the signer digests
+   * the parts it streams, see `Signer`).
    */
-  private async renderedOf(parts: Buffer[], headers: Record<string, string> = {}): Promise<RenderedJson> {
+  private renderedOf(parts: Buffer[], headers: Record<string, string> = {}): RenderedJson {
     const length = parts.reduce((n, part) => n + part.length, 0);
     if (length < LARGE_ANSWER_BYTES) return RenderedJson.of(Buffer.concat(parts, length), headers);
-    const signature = await this.ctx.signer.headerOfParts(parts);
-    return new RenderedJson(parts, headers, { etag: etagOfParts(parts), signature });
-  }
-
-  /** The shared cursor key, read (or created) once. */
-  private cursorCodec(): Promise<Cursors> {
-    this.cursors ??= serverSecret(this.db, 'catalogue-cursor').then((key) => new Cursors(key));
-    void this.cursors.catch(() => (this.cursors = null));
-    return this.cursors;
+    return new RenderedJson(parts, headers, { etag: etagOfParts(parts) });
   }
 
   /** The selection of a list request in its order. */
@@ -404,18 +406,14 @@ export class AddonService {
       });
     }
     const cursors = await this.cursorCodec();
-    const asked =
-      page.cursor === undefined
-        ? { limit: page.limit ?? DEFAULT_PAGE_SIZE, after: null }
-        : { ...cursors.decode(scope, page.cursor), ...(page.limit === undefined ? {} : { limit: page.limit }) };
+    const asked = cursors.request(scope, page.cursor, page.limit, DEFAULT_PAGE_SIZE);
     const key = `${scope}|${request.lang}|${asked.limit}|${JSON.stringify(asked.after)}|${request.base}${request.url}`;
     return this.rendered(generation, key, async () => {
       const list = await ordered();
       const { items, next } = pageOf(list, asked);
       const headers: Record<string, string> = { 'X-Total-Count': String(list.items.length) };
       if (next !== null) {
-        const url = nextPageUrl(request.base, request.url, cursors.encode(scope, next, asked.limit));
-        headers.Link = `<${url}>; rel="next"`;
+        headers.Link = nextPageLink(request.base, request.url, cursors.encode(scope, next, asked.limit));
       }
       return this.renderedOf(
         jsonArray(items, (item) => Buffer.from(elements.render(item))),

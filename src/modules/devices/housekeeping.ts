@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
-import type { Db } from '../../db/index.js';
+import type { DatabaseHandle, Db } from '../../db/index.js';
 import { now as clockNow } from '../../domain/clock.js';
 import { OFFLINE_AFTER_MS } from './service.js';
 
@@ -10,6 +11,26 @@ export const SAMPLE_EVERY_MS = 5 * 60 * 1000;
 /** A lease outlives a run by far; a crashed holder's lease lapses within it. */
 const LEASE_MS = 4 * 60 * 1000;
 const JOB = 'device-housekeeping';
+/** Rows a retention pass finds at a time (off the event loop), and changes per statement. */
+const FIND_ROWS = 10_000;
+const CHANGE_ROWS = 500;
+
+/**
+ * Retention in small steps: `find` answers up to FIND_ROWS keys of rows due (a scan that runs off the
+ * event loop, see `DatabaseHandle.reads`), `change` writes CHANGE_ROWS of them per statement, one
+ * turn of the event loop each, rechecking the condition (a device may have beaten since). Until
+ * `find` comes back short.
+ */
+async function inSteps<K>(find: () => Promise<K[]>, change: (keys: K[]) => Promise<unknown>): Promise<void> {
+  for (;;) {
+    const keys = await find();
+    for (let i = 0; i < keys.length; i += CHANGE_ROWS) {
+      await change(keys.slice(i, i + CHANGE_ROWS));
+      await setImmediate();
+    }
+    if (keys.length < FIND_ROWS) return;
+  }
+}
 
 export interface Retention {
   /** Devices not seen for this long are deleted, with their samples and version history. */
@@ -26,11 +47,18 @@ export interface Retention {
 export class DeviceHousekeeping {
   private readonly holder = randomUUID();
   private timer: NodeJS.Timeout | null = null;
+  private readonly db: Db;
+  private readonly reads: Db;
+  /** Every device last seen before this had its address blanked by this instance already. */
+  private ipsBlankedBefore: string | null = null;
 
   constructor(
-    private readonly db: Db,
+    database: Pick<DatabaseHandle, 'db' | 'reads'>,
     private readonly retention: Retention,
-  ) {}
+  ) {
+    this.db = database.db;
+    this.reads = database.reads;
+  }
 
   /** Runs every minute from now on (each instance tries; the lease lets one through). */
   start(onError: (err: unknown) => void): void {
@@ -48,23 +76,60 @@ export class DeviceHousekeeping {
   async run(at = clockNow()): Promise<boolean> {
     if (!(await this.lease(at))) return false;
     await this.sample(at);
-    const devicesBefore = new Date(at - this.retention.deviceDays * DAY_MS).toISOString();
+    const devicesBeforeMs = at - this.retention.deviceDays * DAY_MS;
+    const devicesBefore = new Date(devicesBeforeMs).toISOString();
     const ipsBefore = new Date(at - this.retention.ipDays * DAY_MS).toISOString();
-    await this.db.transaction().execute(async (trx) => {
-      await trx
-        .deleteFrom('deviceVersions')
-        .where('lastSeenMs', '<', at - this.retention.deviceDays * DAY_MS)
-        .execute();
-      await trx.deleteFrom('devices').where('lastSeenAt', '<', devicesBefore).execute();
-      await trx
-        .updateTable('devices')
-        .set({ ip: null })
-        .where('lastSeenAt', '<', ipsBefore)
-        .where('ip', 'is not', null)
-        .execute();
-      await trx.deleteFrom('deviceSamples').where('at', '<', devicesBefore).execute();
-    });
+    await inSteps(
+      () =>
+        this.reads
+          .selectFrom('deviceVersions')
+          .select(['deviceId', 'appVersion'])
+          .where('lastSeenMs', '<', devicesBeforeMs)
+          .limit(FIND_ROWS)
+          .execute(),
+      (keys) =>
+        this.db
+          .deleteFrom('deviceVersions')
+          .where((eb) =>
+            eb(
+              eb.refTuple('deviceId', 'appVersion'),
+              'in',
+              keys.map((k) => eb.tuple(k.deviceId, k.appVersion)),
+            ),
+          )
+          .where('lastSeenMs', '<', devicesBeforeMs)
+          .execute(),
+    );
+    await inSteps(
+      () => this.devicesSeenBefore(devicesBefore, { from: null, withAddress: false }),
+      (keys) =>
+        this.db.deleteFrom('devices').where('deviceId', 'in', keys).where('lastSeenAt', '<', devicesBefore).execute(),
+    );
+    // Only the devices that went quiet since this instance's last pass still have an address to blank.
+    await inSteps(
+      () => this.devicesSeenBefore(ipsBefore, { from: this.ipsBlankedBefore, withAddress: true }),
+      (keys) =>
+        this.db
+          .updateTable('devices')
+          .set({ ip: null })
+          .where('deviceId', 'in', keys)
+          .where('lastSeenAt', '<', ipsBefore)
+          .execute(),
+    );
+    this.ipsBlankedBefore = ipsBefore;
+    await this.db.deleteFrom('deviceSamples').where('at', '<', devicesBefore).execute();
     return true;
+  }
+
+  /** Devices last seen before `before` (and not before `from`): all, or those that still have an address. */
+  private async devicesSeenBefore(
+    before: string,
+    { from, withAddress }: { from: string | null; withAddress: boolean },
+  ) {
+    let query = this.reads.selectFrom('devices').select('deviceId').where('lastSeenAt', '<', before);
+    if (from !== null) query = query.where('lastSeenAt', '>=', from);
+    if (withAddress) query = query.where('ip', 'is not', null);
+    return (await query.limit(FIND_ROWS).execute()).map((row) => row.deviceId);
   }
 
   /** Takes or renews the lease unless another holder's is still running. */
@@ -87,7 +152,7 @@ export class DeviceHousekeeping {
   private async sample(at: number): Promise<void> {
     const slot = new Date(Math.floor(at / SAMPLE_EVERY_MS) * SAMPLE_EVERY_MS).toISOString();
     const since = new Date(at - OFFLINE_AFTER_MS).toISOString();
-    const rows = await this.db
+    const rows = await this.reads
       .selectFrom('devices')
       .select((eb) => [sql<string>`coalesce(app_version, '')`.as('appVersion'), eb.fn.countAll<number>().as('online')])
       .where('lastSeenAt', '>=', since)

@@ -4,6 +4,7 @@ import type { AppContext } from '../../context.js';
 import { adminScope, scoped } from '../../http/auth.js';
 import { AppError, badRequest } from '../../http/errors.js';
 import { jsonBodyParser } from '../../http/input.js';
+import { RenderedJson, sendRendered } from '../../http/rendered.js';
 import { integerQuery } from '../../http/query.js';
 import { ErrorResponse, NullableString } from '../../http/schemas.js';
 
@@ -123,11 +124,14 @@ export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               response: { 200: Type.Array(Device), 400: ErrorResponse },
             },
           },
-          async (request) =>
-            devices.list({
+          async (request, reply) => {
+            const json = await devices.listJson({
               onlineOnly: request.query.online === '1' || request.query.online === 'true',
               limit: Math.min(integerQuery(request.query.limit, 'limit', 100, 1), 10_000),
-            }),
+            });
+            // Already JSON of the schema's shape, rendered page by page (see `listJson`).
+            return sendRendered(request, reply, RenderedJson.of(Buffer.from(json)));
+          },
         );
       }),
     );

@@ -30,7 +30,8 @@ export function signingRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       {
         schema: {
           tags: ['launcher'],
-          summary: 'Keys that sign answers (X-Signature), newest first; retired keys sign during the overlap',
+          summary:
+            'Keys that sign answers (RFC 9421 Signature over the RFC 9530 Content-Digest), newest first; retired keys sign during the overlap',
           response: { 200: Type.Array(SigningKeySchema) },
         },
       },

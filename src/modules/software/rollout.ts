@@ -54,7 +54,8 @@ export class RolloutService {
 
   private async devicesOn(appVersion: string, at: number): Promise<{ total: number; online: number }> {
     const since = new Date(at - OFFLINE_AFTER_MS).toISOString();
-    const row = await this.db
+    // No index on the app version: a scan of every device, off the event loop.
+    const row = await this.ctx.reads
       .selectFrom('devices')
       .select((eb) => [
         eb.fn.countAll<number | string>().as('total'),
