@@ -32,6 +32,7 @@ import { DeviceService } from './modules/devices/service.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
+import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
@@ -100,6 +101,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     signer,
     auth: new AuthService(db, config.appName),
     files,
+    resumable: new ResumableUploads(storage, files, {
+      maxBytes: config.maxUploadBytes,
+      expiryHours: config.uploadExpiryHours,
+    }),
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -195,6 +200,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     beginShutdown: () => readiness.beginShutdown(),
     async close() {
       ctx.housekeeping.stop();
+      ctx.resumable.stop();
       await ctx.webhooks.stop();
       await server.close();
       await ctx.devices.close();

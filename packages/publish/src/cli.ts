@@ -17,6 +17,10 @@ function topHelp(): string {
     ...lines,
     '',
     'The API token is read from the LAUNCHER_TOKEN environment variable (never from a flag).',
+    'Unfinished uploads are remembered (by server, file size and SHA-256) in $LAUNCHER_PUBLISH_STATE,',
+    'else $XDG_STATE_HOME/launcher-publish/uploads.json (~/.local/state/launcher-publish/uploads.json):',
+    'rerunning the same command resumes the upload where it stopped.',
+    'Success: one JSON line on stdout, exit 0. Failure: {"error": ...} on stderr, exit 1.',
     "Run `launcher-publish <command> --help` for a command's options.",
   ].join('\n');
 }
