@@ -63,6 +63,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -79,6 +81,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -236,6 +240,8 @@ export interface paths {
                                     slug: string;
                                 }[];
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 id: string;
                                 sha256: string | null;
@@ -377,6 +383,8 @@ export interface paths {
                                 changelogZh: string;
                                 createdAt: string;
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 minVersion: string | null;
