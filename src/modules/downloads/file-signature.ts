@@ -23,7 +23,14 @@ export function fileSignatureColumn(given: string | null | undefined): string | 
 
 /** What answers carry of a stored signature: nothing when there is none (additive fields). */
 export function fileSignatureFields(stored: string | null): { fileSignature?: string; fileSignatureKeyId?: string } {
-  return stored === null ? {} : { fileSignature: stored, fileSignatureKeyId: parseSignature(stored).keyId };
+  if (stored === null) return {};
+  try {
+    return { fileSignature: stored, fileSignatureKeyId: parseSignature(stored).keyId };
+  } catch (error) {
+    // Written only once validated; a row copied from elsewhere still answers, without the key id.
+    if (error instanceof MinisignFormatError) return { fileSignature: stored };
+    throw error;
+  }
 }
 
 /**
