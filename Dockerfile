@@ -16,11 +16,12 @@ COPY packages ./packages
 RUN npm ci --no-audit --no-fund
 COPY . .
 # launcher-client then the service (tsc → dist/), the admin console (vite → admin/dist/), and db:copy as one plain
-# JavaScript file (the image keeps no TypeScript runner); then drop the dev dependencies.
+# JavaScript file (the image keeps no TypeScript runner); then drop the dev dependencies (without
+# scripts: the workspaces' `prepare` would rebuild them with the TypeScript just removed).
 RUN npm run build \
  && npx esbuild scripts/db-copy.ts --bundle --platform=node --format=esm --target=node20 \
       --packages=external --outfile=dist/scripts/db-copy.js \
- && npm prune --omit=dev --no-audit --no-fund
+ && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
