@@ -2,7 +2,8 @@
 # The service as an image: `docker build -t launcher-dist-service .`
 # One machine:  docker run -p 3000:3000 -v launcher-data:/data -e ADMIN_PASSWORD=… launcher-dist-service
 # Many:         compose.yaml (PostgreSQL + S3-compatible storage + instances behind a load balancer)
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node.js 24 LTS (20 reached its end of life in April 2026; the code still runs on 20.19+).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
@@ -19,7 +20,7 @@ COPY . .
 # JavaScript file (the image keeps no TypeScript runner); then drop the dev dependencies (without
 # scripts: the workspaces' `prepare` would rebuild them with the TypeScript just removed).
 RUN npm run build \
- && npx esbuild scripts/db-copy.ts --bundle --platform=node --format=esm --target=node20 \
+ && npx esbuild scripts/db-copy.ts --bundle --platform=node --format=esm --target=node24 \
       --packages=external --outfile=dist/scripts/db-copy.js \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
@@ -29,6 +30,10 @@ ENV NODE_ENV=production \
     PORT=3000 \
     DATA_DIR=/data
 WORKDIR /app
+# zstd makes the delta updates (DELTAS, on by default).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends zstd \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=build /app/package.json /app/package-lock.json ./
 COPY --from=build /app/node_modules ./node_modules
 # node_modules/launcher-client links to the workspace: its package.json and build.

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { api, type ScenarioProvider, uploadFile } from './lib.js';
 
 /** Launcher distribution: check-update (the launcher's hot path) and heartbeats. */
@@ -32,11 +33,20 @@ export const scenarios: ScenarioProvider = async (target) => {
   // Fastify alone answers constant JSON of the same size as the fixed-URL answer.
   const size = (await (await fetch(target.url + fixedPath)).arrayBuffer()).byteLength;
   const fastifyAlone = { ...target.fastify, url: `${target.fastify.url}/?bytes=${size}` };
+  // The same service without its signing hook (a bench-only preload): what signing costs the hot path.
+  const unsigned = await target.startService({}, ['--import', path.join(import.meta.dirname, 'unsigned.mjs')]);
+  const unsignedBaseline = { name: 'the service unsigned', url: unsigned.url + fixedPath, process: unsigned.child };
+  const signedHere = (await fetch(target.url + fixedPath)).headers.has('signature');
+  if (!signedHere || (await fetch(unsignedBaseline.url)).headers.has('signature')) {
+    throw new Error('check-update should be signed by the service and unsigned by its bench-only twin');
+  }
   return [
     { name: 'check-update', path: fixedPath, aim: 0.5 },
     // How the aim above divides: the framework's own ceiling against bare node, and the service against it.
     { name: 'Fastify alone (reference)', path: fixedPath, url: fastifyAlone.url, process: fastifyAlone.process },
     { name: 'check-update against Fastify alone', path: fixedPath, baseline: fastifyAlone },
+    // Signed within 10 % of unsigned (release-safety.md: signing must not cost the hot path).
+    { name: 'check-update signed against unsigned', path: fixedPath, baseline: unsignedBaseline, aim: 0.9 },
     { name: 'check-update plain', path: plainPath(0), makePath: plainPath },
     {
       // A latest at 20%: each answer is signed once when rendered, as in the plain scenario.

@@ -36,8 +36,15 @@ export interface Scenario {
   baseline?: Baseline;
   /** Large bodies: loaded with wrk (autocannon itself tops out far below what the servers send). */
   wrk?: boolean;
+  /** With `wrk`: a Lua script (bench/lua/) that makes each request, and the environment it reads. */
+  wrkScript?: { path: string; env?: Record<string, string> };
   /** Load of its own kept up while this scenario (and its baseline) is measured; answers how to stop it. */
   background?: () => () => void;
+  /**
+   * Also measured in each round while `start` has some work under way (until the function it
+   * answers resolves), and printed against the plain measure of the same rounds, aim ≥ 0.95.
+   */
+  during?: { label: string; start(): Promise<() => Promise<void>> };
 }
 
 /** What the loop probe (bench/loop-probe.mjs) answers for a window of load. */
@@ -72,10 +79,15 @@ export interface BenchRun extends BenchTarget {
   bare: Baseline;
   /** The same constant JSON at `/?bytes=N` through Fastify alone: the framework's own ceiling. */
   fastify: Baseline;
-  /** Starts another service process on the same database and folder, stopped after the run. */
-  startService(env: Record<string, string>): Promise<ServerProcess>;
+  /**
+   * Starts another service process on the same database and folder, stopped after the run
+   * (`nodeArgs`: more arguments for its node, e.g. `--import` of a bench-only preload).
+   */
+  startService(env: Record<string, string>, nodeArgs?: readonly string[]): Promise<ServerProcess>;
   /** Runs `stop` after the run (in reverse order). */
   cleanup(stop: () => Promise<unknown>): void;
+  /** Whether `--only` lets a scenario of this name run (a provider skips costly seeding otherwise). */
+  wanted(name: string): boolean;
 }
 
 export type ScenarioProvider = (target: BenchRun) => Promise<Scenario[]>;

@@ -7,13 +7,14 @@ import autocannon from 'autocannon';
 import { type Baseline, type BenchRun, type LoopDelay, median, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
- * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]]
+ * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]] [--delta-gb]
  * Loads each scenario on the real service and on its baseline (by default a bare node:http server
  * answering the same number of bytes) in turn, `rounds` times, and prints medians, the ratio of the
  * two rates and the p99 of each server's event-loop delay while it was loaded. A second baseline,
  * Fastify alone answering the same bytes, shows how much of a ratio the framework itself takes.
  * --compare KEY=VALUE[,KEY=VALUE]: the default baseline is the service itself with those settings
  * (e.g. METRICS=off), on the same database and files, instead of the bare server.
+ * --delta-gb: the delta scenarios also make a 1 GB delta, and measure the hot paths while the service makes one.
  */
 const { values: args } = parseArgs({
   options: {
@@ -23,8 +24,10 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '32' },
     only: { type: 'string' },
     compare: { type: 'string' },
+    'delta-gb': { type: 'boolean', default: false },
   },
 });
+if (args['delta-gb']) process.env.BENCH_DELTA_GB = '1';
 const engine = args.db === 'postgres' ? 'postgres' : 'sqlite';
 process.env.TEST_ENGINE = engine;
 const { createTestDatabase } = await import('../test/helpers/db.js');
@@ -41,6 +44,8 @@ interface Measure {
   errors: number;
   /** p99 of the loaded process's event-loop delay, ms (null: not a Node process). */
   loopP99: number | null;
+  /** The largest event-loop delay of the loaded process in the window, ms (null: not a Node process). */
+  loopMax: number | null;
   /**
    * CPU time the loaded process spent per answered request, µs (null: not a Node process). Steadier
    * than req/s on a shared machine: other load slows a process down but hardly changes its work.
@@ -48,7 +53,7 @@ interface Measure {
   cpuUs: number | null;
 }
 
-type Load = Omit<Measure, 'loopP99' | 'cpuUs'>;
+type Load = Omit<Measure, 'loopP99' | 'loopMax' | 'cpuUs'>;
 
 const PROBE = path.join(import.meta.dirname, 'loop-probe.mjs');
 
@@ -71,6 +76,7 @@ async function measure(url: string, scenario: Scenario, child: ChildProcess | nu
   return {
     ...result,
     loopP99: delay?.p99Ms ?? null,
+    loopMax: delay?.maxMs ?? null,
     cpuUs: delay && result.rps > 0 ? (delay.cpuMs * 1000) / (result.rps * duration) : null,
   };
 }
@@ -84,17 +90,23 @@ function wrkMs(out: string, percentile: string): number {
 }
 
 async function loadWithWrk(url: string, scenario: Scenario): Promise<Load> {
-  const { stdout } = await promisify(execFile)('wrk', [
-    '-t1',
-    `-c${scenario.connections ?? connections}`,
-    `-d${duration}s`,
-    '--latency',
-    // A 100 MiB body to each of 32 connections takes seconds: wrk's 2 s default would cut it off.
-    '--timeout',
-    '60s',
-    ...Object.entries(scenario.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
-    url,
-  ]);
+  const script = scenario.wrkScript;
+  const { stdout } = await promisify(execFile)(
+    'wrk',
+    [
+      '-t1',
+      `-c${scenario.connections ?? connections}`,
+      `-d${duration}s`,
+      '--latency',
+      // A 100 MiB body to each of 32 connections takes seconds: wrk's 2 s default would cut it off.
+      '--timeout',
+      '60s',
+      ...Object.entries(scenario.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+      ...(script ? ['-s', script.path] : []),
+      url,
+    ],
+    { env: { ...process.env, ...script?.env } },
+  );
   const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
   return {
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? 0),
@@ -176,7 +188,8 @@ async function providers(): Promise<ScenarioProvider[]> {
 
 // What operators run: the built service under plain node (`npm start`), built now if its sources changed.
 await promisify(execFile)(process.execPath, [path.join(import.meta.dirname, '../scripts/ensure-build.mjs')]);
-const startService = (env: Record<string, string>) => startServer(env, 30_000, ['--import', PROBE], 'build');
+const startService = (env: Record<string, string>, nodeArgs: readonly string[] = []) =>
+  startServer(env, 30_000, ['--import', PROBE, ...nodeArgs], 'build');
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
@@ -200,6 +213,10 @@ const fastifyAlone = await startBaseline(uploads, { BASELINE: 'fastify' });
 const cleanups: Array<() => Promise<unknown>> = [];
 const compared = compareEnv ? await startService({ ...serviceEnv, ...compareEnv }) : null;
 
+// --only a,b: the scenarios whose names contain any of the comma-separated parts.
+const only = args.only?.split(',') ?? null;
+const isWanted = (name: string) => only === null || only.some((part) => name.includes(part));
+
 try {
   const login = await fetch(`${server.url}/api/admin/login`, {
     method: 'POST',
@@ -215,18 +232,17 @@ try {
     dataDir,
     bare: { name: 'bare node', url: baseline.url, process: baseline.child },
     fastify: { name: 'Fastify alone', url: fastifyAlone.url, process: fastifyAlone.child },
-    async startService(env) {
-      const other = await startService({ ...serviceEnv, ...env });
+    async startService(env, nodeArgs) {
+      const other = await startService({ ...serviceEnv, ...env }, nodeArgs);
       cleanups.push(() => other.stop('SIGTERM'));
       return other;
     },
     cleanup: (stop) => cleanups.push(stop),
+    wanted: isWanted,
   };
   const scenarios: Scenario[] = [];
   for (const provide of await providers()) scenarios.push(...(await provide(target)));
-  // --only a,b: the scenarios whose names contain any of the comma-separated parts.
-  const wanted = args.only?.split(',') ?? null;
-  const chosen = scenarios.filter((s) => wanted === null || wanted.some((part) => s.name.includes(part)));
+  const chosen = scenarios.filter((s) => isWanted(s.name));
   if (compared) {
     // Seeding went through this process (its heap holds what it built): measure a fresh one, so that
     // both sides start alike.
@@ -238,7 +254,7 @@ try {
     `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
   const header =
-    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base CPU µs/req | ratio | errors |';
+    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | loop max ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base CPU µs/req | ratio | errors |';
   const rows: string[] = [];
   const comparisons: string[] = [];
   for (const scenario of chosen) {
@@ -264,13 +280,27 @@ try {
     // The scenario compared against runs in the same rounds, interleaved, so both see the same machine.
     const other = scenarios.find((s) => s.name === scenario.against?.name);
     const others: Measure[] = [];
+    const busy: Measure[] = [];
     const stopBackground = scenario.background?.();
     for (let round = 0; round < rounds; round += 1) {
       bare.push(await measure(base.url, scenario, base.process));
       service.push(await measure(url, scenario, scenario.process === undefined ? server.child : scenario.process));
       if (other) others.push(await measure(server.url + other.path, other, server.child));
+      if (scenario.during) {
+        const finished = await scenario.during.start();
+        busy.push(await measure(url, scenario, scenario.process === undefined ? server.child : scenario.process));
+        await finished();
+      }
     }
     stopBackground?.();
+    if (scenario.during) {
+      const quiet = median(service.map((m) => m.rps));
+      const loaded = median(busy.map((m) => m.rps));
+      const met = loaded / quiet >= 0.95 ? 'met' : 'MISSED';
+      comparisons.push(
+        `${scenario.name} while ${scenario.during.label} / without (same rounds, medians): ${loaded.toFixed(0)} / ${quiet.toFixed(0)} req/s = ${(loaded / quiet).toFixed(3)}; p99 ${median(busy.map((m) => m.p99)).toFixed(1)} / ${median(service.map((m) => m.p99)).toFixed(1)} ms (aim ≥ 0.95: ${met})`,
+      );
+    }
     const rps = median(service.map((m) => m.rps));
     const bareRps = median(bare.map((m) => m.rps));
     if (scenario.against && other) {
@@ -289,10 +319,12 @@ try {
           ? ` (aim ≥ ${scenario.aim.toFixed(2)}: met)`
           : ` (aim ≥ ${scenario.aim.toFixed(2)}: MISSED)`;
     const loop = (ms: Measure[]) => (ms[0]?.loopP99 === null ? '–' : median(ms.map((m) => m.loopP99 ?? 0)).toFixed(1));
+    const loopMax = (ms: Measure[]) =>
+      ms[0]?.loopMax === null ? '–' : median(ms.map((m) => m.loopMax ?? 0)).toFixed(1);
     const cpu = (ms: Measure[]) => (ms[0]?.cpuUs === null ? '–' : median(ms.map((m) => m.cpuUs ?? 0)).toFixed(0));
     const ms = (values: number[]) => median(values).toFixed(1);
     rows.push(
-      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
+      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${loopMax(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
     );
     console.log(rows[rows.length - 1]);
   }
@@ -301,9 +333,13 @@ try {
   const peak = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
   if (peak !== undefined) console.log(`\nservice peak RSS: ${(Number(peak) / 1024).toFixed(0)} MiB`);
   console.log(`\n${header}`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
+} catch (err) {
+  // What the service logged says why it answered an error.
+  console.error(`service log (last 4000 characters):\n${server.output().slice(-4000)}`);
+  throw err;
 } finally {
   while (cleanups.length > 0) await cleanups.pop()?.();
   baseline.child.kill('SIGTERM');

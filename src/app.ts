@@ -29,6 +29,7 @@ import { DeviceHousekeeping } from './modules/devices/housekeeping.js';
 import { webhookRoutes } from './modules/webhooks/routes.js';
 import { WebhookWorker } from './modules/webhooks/worker.js';
 import { DeviceService } from './modules/devices/service.js';
+import { DEFAULT_DELTA_OPTIONS, DeltaWorker } from './modules/deltas/worker.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
@@ -112,6 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     limits,
     webhooks: new WebhookWorker(db, { ...config.webhooks, appName: config.appName }),
+    deltas: new DeltaWorker(db, storage, cache, { ...DEFAULT_DELTA_OPTIONS, ...config.deltas }, server.log),
     housekeeping: new DeviceHousekeeping(database, {
       deviceDays: config.deviceRetentionDays,
       ipDays: config.ipRetentionDays,
@@ -199,6 +201,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ctx,
     beginShutdown: () => readiness.beginShutdown(),
     async close() {
+      // A delta being made is abandoned first: its job goes to another instance at once.
+      await ctx.deltas.stop();
       ctx.housekeeping.stop();
       ctx.resumable.stop();
       await ctx.webhooks.stop();

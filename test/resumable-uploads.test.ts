@@ -158,6 +158,19 @@ describe.each([
     expect(version.json()).toMatchObject({ fileSize: data.length, sha256: sha256(data) });
   });
 
+  it('creation-with-upload: the first chunk rides on the POST', async () => {
+    const data = bytes(250_000, 2);
+    const accepted: number[] = [];
+    const url = await tusUpload(base, token, data, 'with-creation.bin', {
+      chunkSize: 200_000,
+      withCreation: true,
+      onChunk: (a) => accepted.push(a),
+    });
+    expect(accepted).toEqual([200_000, 250_000]);
+    const res = await fetch(url, { headers: auth() });
+    expect(await res.json()).toMatchObject({ size: data.length, sha256: sha256(data) });
+  });
+
   it('keeps what arrived of a chunk whose connection was cut, and a resumed upload sends only the rest', async () => {
     const data = bytes(1_500_000, 3);
     const created = await create(data.length, 'cut.bin');

@@ -144,12 +144,22 @@ describe('admin console in Chromium against the real service', () => {
     await card.getByTestId('new-version').click();
     await page.getByTestId('ver-version').fill('1.2.0');
     await page.getByTestId('ver-code').fill('120');
+    // The upload is resumable (tus): its first chunk's connection drops, and it goes on from there.
+    const chunks: string[] = [];
+    await page.route('**/api/admin/uploads/*', async (route) => {
+      const method = route.request().method();
+      chunks.push(method);
+      if (method === 'PATCH' && chunks.filter((m) => m === 'PATCH').length === 1) await route.abort('connectionreset');
+      else await route.continue();
+    });
     await page.getByTestId('file-input').setInputFiles({
       name: 'launcher-setup.exe',
       mimeType: 'application/octet-stream',
       buffer: Buffer.alloc(3 * 1024 * 1024, 7),
     });
     await page.getByText(/Uploaded: launcher-setup\.exe/).waitFor();
+    expect(chunks).toEqual(['PATCH', 'HEAD', 'PATCH', 'GET']);
+    await page.unroute('**/api/admin/uploads/*');
     expect(
       await page.locator('[data-testid="upload-progress"] [role="progressbar"]').getAttribute('aria-valuenow'),
     ).toBe('100');
@@ -750,6 +760,54 @@ describe('admin console in Chromium against the real service', () => {
     } finally {
       await new Promise((resolve) => receiver.close(resolve));
     }
+  });
+
+  it('shows the delta updates the service made beside each version, with the bytes they save', async () => {
+    const cookie = await apiLogin();
+    const post = async <T>(url: string, body: object | FormData): Promise<T> => {
+      const res = await fetch(`${base}${url}`, {
+        method: 'POST',
+        headers: body instanceof FormData ? { cookie } : { cookie, 'content-type': 'application/json' },
+        body: body instanceof FormData ? body : JSON.stringify(body),
+      });
+      expect(res.ok).toBe(true);
+      return (await res.json()) as T;
+    };
+    const upload = async (name: string, bytes: Buffer) => {
+      const form = new FormData();
+      form.append('file', new Blob([new Uint8Array(bytes)]), name);
+      return (await post<{ filePath: string }>('/api/upload', form)).filePath;
+    };
+    const old = Buffer.from(Array.from({ length: 4 * 1024 * 1024 }, (_, i) => (i * 7919) % 251));
+    const next = Buffer.concat([old.subarray(0, 1_000_000), Buffer.alloc(5000, 3), old.subarray(1_000_000)]);
+    const pkg = await post<{ id: string }>('/api/software', { slug: 'delta-app', name: '增量', nameEn: 'Delta app' });
+    await post(`/api/software/${pkg.id}/versions`, {
+      version: '3.0.0',
+      versionCode: 300,
+      filePath: await upload('delta-app-3.0.0.exe', old),
+    });
+    await post(`/api/software/${pkg.id}/versions`, {
+      version: '3.1.0',
+      versionCode: 310,
+      filePath: await upload('delta-app-3.1.0.exe', next),
+    });
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const row = page.getByTestId('package-delta-app').getByTestId('version-3.1.0');
+    // Made in the background within seconds; the page shows it once reloaded.
+    await expect
+      .poll(
+        async () => {
+          await page.reload();
+          return row.getByTestId('delta-300').getByTestId('delta-saves').count();
+        },
+        { timeout: 20_000, interval: 500 },
+      )
+      .toBe(1);
+    expect(await row.getByTestId('delta-saves').textContent()).toMatch(/^saves [\d.]+ MiB \((99|100) %\)$/);
+    await screenshot(page, '16a-deltas');
   });
 
   it("shows whether the publisher signed a version's file, and with which key", async () => {

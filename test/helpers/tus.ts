@@ -25,6 +25,8 @@ export interface TusOptions {
   onChunk?: (accepted: number) => void;
   /** Stops after this many accepted bytes (at a chunk's end) and answers the URL. */
   stopAfter?: number;
+  /** Sends the first chunk with the creation request (creation-with-upload). */
+  withCreation?: boolean;
 }
 
 /** Uploads `input` with tus-js-client (a real tus client) and answers the upload's URL. */
@@ -42,6 +44,7 @@ export function tusUpload(
       metadata: { filename: name },
       chunkSize: options.chunkSize ?? 256 * 1024,
       retryDelays: [],
+      uploadDataDuringCreation: options.withCreation ?? false,
       ...(options.size !== undefined ? { uploadSize: options.size } : {}),
       ...(options.uploadUrl !== undefined ? { uploadUrl: options.uploadUrl } : {}),
       onChunkComplete: (_chunk, accepted) => {

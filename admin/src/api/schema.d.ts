@@ -1539,6 +1539,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4648,6 +4658,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4745,6 +4765,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4879,6 +4909,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -5058,6 +5098,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5180,6 +5230,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -5377,6 +5437,13 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description a zstd patch from the client's versionCode: `zstd -d --long=31 --patch-from=CURRENT DELTA` rebuilds this file */
+                                delta?: {
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    fromVersionCode: number;
+                                    sha256: string;
+                                };
                                 downloadUrl: string;
                                 /** @description the publisher's minisign signature of the file (.minisig text) */
                                 fileSignature?: string;
@@ -5464,6 +5531,90 @@ export interface paths {
                     };
                     content: {
                         "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software/download/{versionId}/delta/{fromVersionCode}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Download the delta update to a version from an earlier one (zstd --patch-from); counted as a download of the version */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `launcher` marks a launcher self-update */
+                    source?: string;
+                };
+                header?: never;
+                path: {
+                    fromVersionCode: string;
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the file (application/octet-stream) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description redirect to the external link */
+                302: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
                     };
                 };
                 /** @description every failure */
@@ -5659,6 +5810,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5798,6 +5959,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5890,6 +6061,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";

@@ -1,3 +1,5 @@
+import type { paths } from '../../../admin/src/api/schema.js';
+
 /** The service's admin API over fetch, with the token from the environment (never printed). */
 
 export class ApiError extends Error {
@@ -9,28 +11,23 @@ export class ApiError extends Error {
   }
 }
 
-/** The fields of the service's answers this command reads (the rest is printed as answered). */
-export interface StoredFile {
-  filePath: string;
-  originalName: string;
-  size: number;
-  sha256: string;
-}
+/**
+ * The service's answers, typed from its OpenAPI document (the console's generated types): the
+ * wire contract is the one source of truth.
+ */
+type Json<
+  Path extends keyof paths,
+  Method extends 'get' | 'post' | 'put',
+  Status extends number,
+> = paths[Path][Method] extends { responses: { [S in Status]: { content: { 'application/json': infer T } } } }
+  ? T
+  : never;
 
-export interface Version {
-  id: string;
-  version: string;
-  versionCode: number;
-  sha256: string | null;
-  [field: string]: unknown;
-}
-
-export interface Release {
-  id: string;
-  version: string;
-  sha256: string | null;
-  [field: string]: unknown;
-}
+export type StoredFile = Json<'/api/admin/uploads/{id}', 'get', 200>;
+export type Package = Json<'/api/admin/software/{idOrSlug}', 'get', 200>;
+export type Version = Json<'/api/software/{id}/versions', 'post', 201>;
+export type Addon = Json<'/api/addons/{idOrSlug}', 'get', 200>;
+export type Release = Json<'/api/releases', 'post', 201>;
 
 export class Api {
   readonly server: string;

@@ -5,7 +5,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { releaseTrustedComment, versionTrustedComment } from 'launcher-client/minisign';
-import { Api, type Release, tokenFrom, type Version } from './api.js';
+import { type Addon, Api, type Package, type Release, tokenFrom, type Version } from './api.js';
 import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
@@ -39,6 +39,11 @@ const upload: OptionSpecs = {
     value: 'FILE',
     help: 'sign the build with this minisign secret key (its password in LAUNCHER_SIGN_PASSWORD)',
   },
+};
+
+const changelog: OptionSpecs = {
+  'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
+  'changelog-en': { value: 'T', help: 'changelog (English)' },
 };
 
 /**
@@ -93,6 +98,15 @@ function defined(fields: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
 }
 
+/** A rerun: the entry that exists already, when it holds this very file; else a conflict naming both. */
+function sameFile<T extends { sha256: string | null }>(existing: T, file: LocalFile, what: string): T {
+  if (existing.sha256 === file.sha256) return existing;
+  throw new Error(
+    `conflict: ${what} already exists with a different file (sha256 ${existing.sha256 ?? 'unknown'}, ` +
+      `this file ${file.sha256})`,
+  );
+}
+
 /** Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. */
 async function publishFile<T>(
   api: Api,
@@ -117,16 +131,13 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
   const rolloutPercent = integerOption(options, 'rollout', 0, 100);
   const file = await describeFile(options.require('file'));
-  const pkg = await api.json<{ id: string; versions: Version[] }>(
-    'GET',
-    `/api/admin/software/${encodeURIComponent(slug)}`,
-  );
+  const pkg = await api.json<Package>('GET', `/api/admin/software/${encodeURIComponent(slug)}`);
   const existing = pkg.versions.find((v) => v.versionCode === versionCode);
   if (existing !== undefined) {
-    if (existing.sha256 === file.sha256) return existing;
-    throw new Error(
-      `conflict: ${slug} versionCode ${versionCode} already exists (version ${existing.version}, id ${existing.id}) ` +
-        `with a different file (sha256 ${existing.sha256 ?? 'unknown'}, this file ${file.sha256})`,
+    return sameFile(
+      existing,
+      file,
+      `${slug} versionCode ${versionCode} (version ${existing.version}, id ${existing.id})`,
     );
   }
   const fileSignature = await signatureFor(
@@ -165,15 +176,9 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const file = await describeFile(options.require('file'));
-  const addon = await api.json<{ id: string; releases: Release[] }>('GET', `/api/addons/${encodeURIComponent(slug)}`);
+  const addon = await api.json<Addon>('GET', `/api/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
-  if (existing !== undefined) {
-    if (existing.sha256 === file.sha256) return existing;
-    throw new Error(
-      `conflict: ${slug} release ${version} already exists (id ${existing.id}) with a different file ` +
-        `(sha256 ${existing.sha256 ?? 'unknown'}, this file ${file.sha256})`,
-    );
-  }
+  if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
   const fileSignature = await signatureFor(
     options,
     context,
@@ -224,8 +229,7 @@ export const commands: Record<string, Command> = {
       version: { value: 'V', help: 'the version name, e.g. 1.4.0', required: true },
       'version-code': { value: 'N', help: 'the integer version code', required: true },
       ...upload,
-      'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
-      'changelog-en': { value: 'T', help: 'changelog (English)' },
+      ...changelog,
       force: { help: 'force the update on launchers below this version' },
       'min-version': { value: 'V', help: 'the lowest version allowed to keep running' },
       rollout: { value: 'P', help: 'staged rollout percentage (1-100)' },
@@ -240,8 +244,7 @@ export const commands: Record<string, Command> = {
       addon: { value: 'SLUG', help: 'the addon', required: true },
       version: { value: 'V', help: 'the release version', required: true },
       ...upload,
-      'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
-      'changelog-en': { value: 'T', help: 'changelog (English)' },
+      ...changelog,
       requires: { value: 'SLUG,...', help: 'addons this release requires' },
     },
     run: publishRelease,

@@ -154,7 +154,9 @@ describe('launcher-publish', () => {
     expect(clash.code).toBe(1);
     expect(clash.stdout).toBe('');
     const error = JSON.parse(clash.stderr) as { error: string };
-    expect(error.error).toMatch(/conflict: cli-launcher versionCode 100 already exists/);
+    expect(error.error).toMatch(
+      /^conflict: cli-launcher versionCode 100 \(version 1\.0\.100, id [^)]+\) already exists with a different file/,
+    );
     expect(error.error).toContain(sha256);
     expect(counted.patchBytes).toBe(1_300_000);
   });
@@ -234,6 +236,13 @@ describe('launcher-publish', () => {
     const again = await run(args);
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ id: release.id });
+    expect(counted.patchBytes).toBe(50_000);
+    const other = build('addon-1-other.zip', 100);
+    const clash = await run([...args.slice(0, -1), other.file]);
+    expect(clash.code).toBe(1);
+    expect(JSON.parse(clash.stderr)).toEqual({
+      error: expect.stringMatching(/^conflict: cli-addon release 1\.0\.0 \(id [^)]+\) already exists/),
+    });
     expect(counted.patchBytes).toBe(50_000);
   });
 });

@@ -186,12 +186,11 @@ export class Signer {
   install(app: FastifyInstance): void {
     // A callback hook: a kept answer's headers are added without a promise.
     app.addHook('onSend', (request, reply, payload, done) => {
-      const signs =
-        request.method === 'GET' || (request.method !== 'HEAD' && request.routeOptions.config.signed === true);
+      if (reply.statusCode !== 200) return done(null, payload);
+      // (A HEAD request runs its GET route, which is never configured `signed`.)
+      if (request.method !== 'GET' && request.routeOptions.config.signed !== true) return done(null, payload);
       const type = reply.getHeader('content-type');
-      if (!signs || reply.statusCode !== 200 || typeof type !== 'string' || !type.startsWith('application/json')) {
-        return done(null, payload);
-      }
+      if (typeof type !== 'string' || !type.startsWith('application/json')) return done(null, payload);
       // A string is sent as its UTF-8 bytes: those are what is signed, and sent.
       const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
       const sent = Buffer.isBuffer(body) ? body : streamedParts(body);
