@@ -11,15 +11,18 @@ WORKDIR /app
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
-COPY package.json package-lock.json ./
+COPY package.json package-lock.json tsconfig.json ./
+# The workspaces (packages/*): the service imports launcher-client's minisign verification.
+COPY packages ./packages
 RUN npm ci --no-audit --no-fund
 COPY . .
-# The service (tsc → dist/), the admin console (vite → admin/dist/), and db:copy as one plain
-# JavaScript file (the image keeps no TypeScript runner); then drop the dev dependencies.
+# launcher-client then the service (tsc → dist/), the admin console (vite → admin/dist/), and db:copy as one plain
+# JavaScript file (the image keeps no TypeScript runner); then drop the dev dependencies (without
+# scripts: the workspaces' `prepare` would rebuild them with the TypeScript just removed).
 RUN npm run build \
  && npx esbuild scripts/db-copy.ts --bundle --platform=node --format=esm --target=node24 \
       --packages=external --outfile=dist/scripts/db-copy.js \
- && npm prune --omit=dev --no-audit --no-fund
+ && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
@@ -33,6 +36,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /app/package.json /app/package-lock.json ./
 COPY --from=build /app/node_modules ./node_modules
+# node_modules/launcher-client links to the workspace: its package.json and build.
+COPY --from=build /app/packages/launcher-client/package.json ./packages/launcher-client/package.json
+COPY --from=build /app/packages/launcher-client/dist ./packages/launcher-client/dist
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/admin/dist ./admin/dist
 # npm run backup / restore check the build with it (and find no sources to rebuild from).

@@ -119,6 +119,7 @@ export async function seedCatalogue(target: BenchTarget, count: number): Promise
             publishAt: null,
             dependencies: '[]',
             counterSeq: 0,
+            fileSignature: null,
           });
         }
         addons.push({

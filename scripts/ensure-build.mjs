@@ -21,7 +21,7 @@ const PARTS = [
     name: 'the service',
     script: 'build:server',
     sources: 'src',
-    inputs: ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'],
+    inputs: ['src', 'packages/launcher-client/src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'],
     output: 'dist/server.js',
     stamp: 'dist/.build-hash',
   },

@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import path from 'node:path';
+import { MinisignFormatError, type MinisignPublicKey, parsePublicKeys } from 'launcher-client/minisign';
 
 /** Every setting the service reads from its environment; `loadConfig` is the only reader of `process.env`. */
 export interface Config {
@@ -23,6 +25,11 @@ export interface Config {
   /** A PKCS#8 PEM Ed25519 key to sign answers with, instead of keys kept in the database. */
   readonly signingKeyFile: string | null;
   readonly signingOverlapDays: number;
+  /**
+   * The publishers' minisign public keys (`PUBLISHER_KEYS`): when set, a version or release with a
+   * stored file needs a `fileSignature` by one of them over that file and its trusted comment.
+   */
+  readonly publisherKeys: readonly MinisignPublicKey[] | null;
   /** Distinct devices one client address may beat for per hour (0: no bound). */
   readonly devicesPerAddressHour: number;
   readonly timeouts: Timeouts;
@@ -227,6 +234,24 @@ function parseOffload(env: Env, storage: StorageConfig): DownloadOffload | null 
   return { header: raw, prefix };
 }
 
+function parsePublisherKeys(raw: string | undefined): readonly MinisignPublicKey[] | null {
+  if (raw === undefined || raw === '') return null;
+  let text: string;
+  try {
+    text = fs.readFileSync(path.resolve(raw), 'utf8');
+  } catch (error) {
+    throw new ConfigError(`PUBLISHER_KEYS: cannot read ${raw}: ${(error as Error).message}`);
+  }
+  try {
+    const keys = parsePublicKeys(text);
+    if (keys.length === 0) throw new MinisignFormatError('no key in the file');
+    return Object.freeze(keys);
+  } catch (error) {
+    if (!(error instanceof MinisignFormatError)) throw error;
+    throw new ConfigError(`PUBLISHER_KEYS: ${raw} must hold minisign public keys: ${error.message}`);
+  }
+}
+
 function parseRedis(env: Env): Config['redis'] {
   const url = (env.REDIS_URL ?? '').trim();
   if (url === '') return null;
@@ -272,6 +297,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     signingKeyFile: env.SIGNING_KEY_FILE ? path.resolve(env.SIGNING_KEY_FILE) : null,
     signingOverlapDays: integer(env, 'SIGNING_OVERLAP_DAYS', 30, 0, 3650),
+    publisherKeys: parsePublisherKeys(env.PUBLISHER_KEYS),
     downloadOffload: parseOffload(env, storage),
     metrics: env.METRICS === undefined ? true : flag(env, 'METRICS'),
     metricsToken: parseMetricsToken(env.METRICS_TOKEN),

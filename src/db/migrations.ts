@@ -524,6 +524,15 @@ const m009Deltas: Migration = {
   },
 };
 
+const m010FileSignatures: Migration = {
+  async up(db: Kysely<unknown>) {
+    // The publisher's minisign signature of the stored file (the .minisig text), null when unsigned.
+    for (const table of ['software_versions', 'releases']) {
+      await db.schema.alterTable(table).addColumn('file_signature', 'text').execute();
+    }
+  },
+};
+
 /**
  * Device figures at a million launchers: the online devices' app versions and systems are read from
  * the index on `last_seen_at` alone (a covering index), not from a million rows of the table. It
@@ -550,6 +559,7 @@ export const migrations: Record<string, Migration> = {
   '007_counter_seq': m007CounterSeq,
   '008_webhooks': m008Webhooks,
   '009_deltas': m009Deltas,
+  '010_file_signatures': m010FileSignatures,
   '011_device_summary': m011DeviceSummary,
 };
 

@@ -87,6 +87,8 @@ export interface SoftwareVersionsTable {
   autoHalt: Generated<string | null>;
   haltedAt: Generated<string | null>;
   haltReason: Generated<string | null>;
+  /** The publisher's minisign signature of the file, `.minisig` text (migration 010). */
+  fileSignature: Generated<string | null>;
 }
 
 export interface AddonsTable {
@@ -129,6 +131,8 @@ export interface ReleasesTable {
   dependencies: Generated<string>;
   /** The counter version of the row's last counted download (migration 007). */
   counterSeq: Generated<number>;
+  /** The publisher's minisign signature of the file, `.minisig` text (migration 010). */
+  fileSignature: Generated<string | null>;
 }
 
 export interface ScreenshotsTable {

@@ -27,3 +27,19 @@ export const PublishAtBody = Type.Unsafe<string | null>({
 export function publishAtColumn(value: string | null | undefined): string | null {
   return value === undefined || value === null ? null : new Date(value).toISOString();
 }
+
+/** The publisher's signature of the file, in answers only when there is one (additive). */
+export function fileSignatureSchema() {
+  return {
+    fileSignature: Type.Optional(
+      Type.String({ description: "the publisher's minisign signature of the file (.minisig text)" }),
+    ),
+    fileSignatureKeyId: Type.Optional(Type.String({ description: 'the id of the minisign key that signed the file' })),
+  };
+}
+
+/** The `fileSignature` of create and update bodies. */
+export const FileSignatureBody = NullableString({
+  maxLength: 10_000,
+  description: "the publisher's minisign signature of the file (.minisig text); null removes it",
+});

@@ -5,6 +5,8 @@ import Database from 'better-sqlite3';
 import { Secret, TOTP } from 'otpauth';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { prehash, versionTrustedComment } from 'launcher-client/minisign';
+import { generateKeyPair, parseSecretKey, signPrehash } from '../../packages/publish/src/minisign.js';
 import {
   ADMIN_PASSWORD,
   getJson,
@@ -806,6 +808,46 @@ describe('admin console in Chromium against the real service', () => {
       .toBe(1);
     expect(await row.getByTestId('delta-saves').textContent()).toMatch(/^saves [\d.]+ MiB \((99|100) %\)$/);
     await screenshot(page, '16a-deltas');
+  });
+
+  it("shows whether the publisher signed a version's file, and with which key", async () => {
+    const cookie = await apiLogin();
+    const post = async <T>(url: string, body: object | FormData) => {
+      const json = !(body instanceof FormData);
+      const res = await fetch(`${base}${url}`, {
+        method: 'POST',
+        headers: { cookie, ...(json ? { 'content-type': 'application/json' } : {}) },
+        body: json ? JSON.stringify(body) : body,
+      });
+      expect(res.status, await res.clone().text()).toBe(201);
+      return (await res.json()) as T;
+    };
+    const bytes = Buffer.from('signed launcher build');
+    const form = new FormData();
+    form.append('file', new Blob([bytes]), 'signed-launcher.zip');
+    const file = await post<{ filePath: string; sha256: string }>('/api/upload', form);
+    const pkg = await post<{ id: string; slug: string }>('/api/software', { slug: 'signed-tool', name: '签名工具' });
+    const key = await parseSecretKey((await generateKeyPair('')).secretKeyFile, '');
+    const fileSignature = signPrehash(
+      key,
+      await prehash([bytes]),
+      versionTrustedComment({ slug: pkg.slug, versionCode: 2, sha256: file.sha256 }),
+    );
+    await post(`/api/software/${pkg.id}/versions`, { version: '0.1.0', versionCode: 1, filePath: file.filePath });
+    await post(`/api/software/${pkg.id}/versions`, {
+      version: '0.2.0',
+      versionCode: 2,
+      filePath: file.filePath,
+      fileSignature,
+    });
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const versions = page.getByTestId(`versions-${pkg.id}`);
+    await versions.getByTestId('version-0.2.0').getByTestId('file-signature-key').getByText(key.keyId).waitFor();
+    await versions.getByTestId('version-0.1.0').getByTestId('file-signature').getByText('unsigned').waitFor();
+    await screenshot(page, '09a-version-signatures');
   });
 
   it('changes the password and logs in again with it', async () => {

@@ -79,6 +79,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -188,6 +192,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -335,6 +343,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -576,6 +588,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -685,6 +701,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -701,6 +719,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -802,6 +822,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 gameVersion: string;
                                 id: string;
@@ -1530,6 +1554,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -3954,6 +3982,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             gameVersion: string;
                             id: string;
@@ -4009,6 +4041,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         gameVersion?: string;
                         /** @description ignored: a new release is always the latest */
@@ -4050,6 +4084,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             gameVersion: string;
                             id: string;
@@ -4141,6 +4179,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         gameVersion?: string;
                         isLatest?: boolean;
@@ -4181,6 +4221,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             gameVersion: string;
                             id: string;
@@ -4319,6 +4363,8 @@ export interface paths {
                                     slug: string;
                                 }[];
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 id: string;
                                 sha256: string | null;
@@ -4627,6 +4673,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -4730,6 +4780,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -4870,6 +4924,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5000,6 +5058,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         forceUpdate?: boolean;
                         /** @description ignored: a new version is always the latest */
@@ -5053,6 +5113,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5181,6 +5245,10 @@ export interface paths {
                                 downloadType: "local" | "url";
                                 externalUrl: string | null;
                                 filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5377,6 +5445,8 @@ export interface paths {
                                     sha256: string;
                                 };
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 minVersion: string | null;
@@ -5701,6 +5771,8 @@ export interface paths {
                         /** Format: http-url */
                         externalUrl?: string | null;
                         filePath?: string;
+                        /** @description the publisher's minisign signature of the file (.minisig text); null removes it */
+                        fileSignature?: string | null;
                         fileSize?: number;
                         forceUpdate?: boolean;
                         isLatest?: boolean;
@@ -5753,6 +5825,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5898,6 +5974,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */
@@ -5996,6 +6076,10 @@ export interface paths {
                             downloadType: "local" | "url";
                             externalUrl: string | null;
                             filePath: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize: number;
                             forceUpdate: boolean;
                             /** @description when the automatic halt set rolloutPercent to 0 */

@@ -1,5 +1,5 @@
 import type React from 'react';
-import { Button, CopyButton, FileButton, Group, Image, Progress, Stack, Text, Tooltip } from '@mantine/core';
+import { Badge, Button, CopyButton, FileButton, Group, Image, Progress, Stack, Text, Tooltip } from '@mantine/core';
 import { useState } from 'react';
 import { type UploadResult, uploadFile } from '../api/upload';
 import { notifyError } from '../errors';
@@ -15,6 +15,33 @@ export function formatBytes(bytes: number): string {
     unit++;
   }
   return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/**
+ * Whether the publisher signed a stored file (minisign `fileSignature`), and with which key id;
+ * nothing for a link, which has no stored file to sign.
+ */
+export function FileSignatureBadge({ item }: { item: { downloadType: string; fileSignatureKeyId?: string } }) {
+  const { t } = useI18n();
+  if (item.downloadType !== 'local') return null;
+  if (!item.fileSignatureKeyId)
+    return (
+      <Badge size="xs" variant="outline" color="gray" data-testid="file-signature">
+        {t('unsigned')}
+      </Badge>
+    );
+  return (
+    <Tooltip label={t('signedBy', { keyId: item.fileSignatureKeyId })} withArrow>
+      <Stack gap={0} align="flex-start" data-testid="file-signature">
+        <Badge size="xs" variant="light" color="teal">
+          {t('signedShort')}
+        </Badge>
+        <Text size="xs" ff="monospace" c="dimmed" data-testid="file-signature-key">
+          {item.fileSignatureKeyId}
+        </Text>
+      </Stack>
+    </Tooltip>
+  );
 }
 
 /** A file's SHA-256: in full, or its first 12 hex digits (`short`); a click copies the whole value. */

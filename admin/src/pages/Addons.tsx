@@ -36,7 +36,7 @@ import {
 } from '../components/FileSource';
 import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
 import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
-import { formatBytes, ImageField, Sha256, UploadButton } from '../components/Upload';
+import { FileSignatureBadge, formatBytes, ImageField, Sha256, UploadButton } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { useLink, useRouter } from '../router';
@@ -620,6 +620,7 @@ export function AddonDetailPage({ id }: { id: string }) {
                     <Table.Td>
                       <Text size="sm">{r.downloadType === 'local' ? formatBytes(r.fileSize) : '–'}</Text>
                       <Sha256 value={r.sha256} short />
+                      <FileSignatureBadge item={r} />
                     </Table.Td>
                     <Table.Td data-testid="downloads">{r.downloadCount}</Table.Td>
                     <Table.Td>{new Date(r.createdAt).toLocaleString()}</Table.Td>

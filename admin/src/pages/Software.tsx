@@ -27,7 +27,7 @@ import {
   storedSource,
 } from '../components/FileSource';
 import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
-import { formatBytes, Sha256 } from '../components/Upload';
+import { FileSignatureBadge, formatBytes, Sha256 } from '../components/Upload';
 import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { changedFields, useWrite } from '../write';
@@ -336,6 +336,7 @@ function Versions({ packageId }: { packageId: string }) {
                 <Text size="sm">{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Text>
                 <Sha256 value={v.sha256} short />
                 <Deltas version={v} />
+                <FileSignatureBadge item={v} />
               </Table.Td>
               <Table.Td>
                 <Text size="sm" data-testid="downloads">

@@ -63,6 +63,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -79,6 +81,8 @@ export interface paths {
                                         slug: string;
                                     }[];
                                     downloadUrl: string;
+                                    /** @description the publisher's minisign signature of the file (.minisig text) */
+                                    fileSignature?: string;
                                     fileSize: number;
                                     id: string;
                                     sha256: string | null;
@@ -236,6 +240,8 @@ export interface paths {
                                     slug: string;
                                 }[];
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 id: string;
                                 sha256: string | null;
@@ -376,7 +382,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description a zstd patch from the client's versionCode: `zstd -d --long=31 --patch-from=CURRENT DELTA` rebuilds this file */
+                                delta?: {
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    fromVersionCode: number;
+                                    sha256: string;
+                                };
                                 downloadUrl: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
                                 minVersion: string | null;

@@ -13,10 +13,13 @@ import type { TrustedKey } from './trust.js';
 
 const HELP = `Usage:
   launcher-client update --server URL --trust KEYS.json --state DIR --app APP --version-code N
-                         [--patch-version-code M] [--lang zh|en]
+                         [--patch-version-code M] [--lang zh|en] [--publisher-key PUB ...]
       Checks APP-launcher, then APP-launcher-patch (with M, default N), as the specification's
       client flow says, and downloads the mandatory update or the patch into DIR/downloads.
       KEYS.json: an array of {keyId, publicKey} as GET /api/signing-keys lists them.
+      PUB (repeatable): a minisign public key file of the publisher; with one, a download is kept
+      only when its fileSignature verifies with a pinned key and names this package, versionCode
+      and SHA-256.
       Last line on stdout: {"result": "up-to-date"|"mandatory"|"patch", "optional", "version",
       "versionCode", "file", "sha256", "downgrade"}.
   launcher-client heartbeat --server URL --state DIR --version-code N [--app-version V] [--once]
@@ -25,7 +28,7 @@ const HELP = `Usage:
       Prints the device id kept in DIR (made if there is none).
 
 Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale,
-integrity; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
+integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
 Failures print {"error", "kind"} on stderr.
 `;
 
@@ -40,6 +43,7 @@ const OPTIONS = {
   'patch-version-code': { type: 'string' },
   'app-version': { type: 'string' },
   lang: { type: 'string' },
+  'publisher-key': { type: 'string', multiple: true },
   once: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -108,6 +112,13 @@ async function update(values: Values): Promise<unknown> {
     stateDir: required(values, 'state'),
     app: required(values, 'app'),
     ...(lang === undefined ? {} : { lang }),
+    publisherKeys: (values['publisher-key'] ?? []).map((file) => {
+      try {
+        return fs.readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new UsageError(`--publisher-key ${file}: ${(err as Error).message}`);
+      }
+    }),
   });
   const check = await manager.checkForUpdates(
     versionCode,

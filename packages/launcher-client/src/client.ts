@@ -9,9 +9,18 @@ import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
-import { HttpError, IntegrityError, LauncherClientError } from './errors.js';
+import { HttpError, IntegrityError, LauncherClientError, PublisherSignatureError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
 import { DEFAULT_RETRY, httpError, readBody, type RetryOptions, send, withRetries } from './http.js';
+import {
+  checkSignature,
+  MinisignFormatError,
+  type MinisignPublicKey,
+  parsePublicKeys,
+  parseSignature,
+  prehashFile,
+  versionTrustedComment,
+} from './minisign.js';
 import { StateFolder } from './state.js';
 import { KeyRing, type SigningKeyEntry, type TrustedKey } from './trust.js';
 import { type FileCheck, ReplayMemory, verifyAnswer, verifyFile, type AnswerPolicy } from './verify.js';
@@ -50,6 +59,13 @@ export interface UpdateManagerOptions {
   retry?: Partial<RetryOptions>;
   /** Further checks of every downloaded file, after its size and hash. */
   fileChecks?: readonly FileCheck[];
+  /**
+   * The publisher's minisign public keys (a `.pub` file's text or its base64 line each). When any
+   * are given, a download is kept only when `latest.fileSignature` verifies with one of them over
+   * the file and its trusted comment is exactly `package=<slug> versionCode=<n> sha256=<hex>` of
+   * this update (else `PublisherSignatureError`, the file deleted).
+   */
+  publisherKeys?: readonly string[];
 }
 
 /** A version the flow offers. */
@@ -63,6 +79,8 @@ export interface UpdateInfo {
   readonly downloadUrl: string;
   readonly fileSize: number;
   readonly sha256: string | null;
+  /** The publisher's minisign signature of the file (`.minisig` text), when the service has one. */
+  readonly fileSignature: string | null;
   /** True when the device runs a revoked version: install this one even though it is lower. */
   readonly downgrade: boolean;
 }
@@ -97,6 +115,7 @@ export class UpdateManager {
   private readonly policy: AnswerPolicy;
   private readonly retry: RetryOptions;
   private readonly slugs: { full: string; patch: string };
+  private readonly publisherKeys: readonly MinisignPublicKey[];
 
   constructor(private readonly options: UpdateManagerOptions) {
     this.base = new URL(options.serverUrl);
@@ -110,6 +129,16 @@ export class UpdateManager {
       refreshKeys: async () => void (await this.refreshKeys()),
     };
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.publisherKeys = (options.publisherKeys ?? []).flatMap((text) => {
+      try {
+        const keys = parsePublicKeys(text);
+        if (keys.length === 0) throw new MinisignFormatError('no key in the text');
+        return keys;
+      } catch (err) {
+        if (err instanceof MinisignFormatError) throw new TypeError(`publisherKeys: ${err.message}`, { cause: err });
+        throw err;
+      }
+    });
     const full = options.fullSlug ?? (options.app === undefined ? undefined : `${options.app}-launcher`);
     this.slugs = { full: full ?? '', patch: options.patchSlug ?? `${full ?? ''}-patch` };
   }
@@ -191,6 +220,7 @@ export class UpdateManager {
       downloadUrl: latest.downloadUrl,
       fileSize: latest.fileSize,
       sha256: latest.sha256,
+      fileSignature: latest.fileSignature ?? null,
       downgrade: answer.downgrade === true,
     };
   }
@@ -231,13 +261,14 @@ export class UpdateManager {
     const dir = this.state.downloads;
     const folder = path.join(dir, sha256);
     const final = path.join(folder, UpdateManager.fileName(update));
-    if (await UpdateManager.alreadyThere(final, expected)) return { update, file: final, sha256 };
+    const checks = [...(this.options.fileChecks ?? []), ...this.publisherCheck(update)];
+    if (await UpdateManager.alreadyThere(final, expected, checks)) return { update, file: final, sha256 };
     const part = partFiles(dir, sha256);
     try {
       // Whatever produces the file (this download; a delta applied to the installed version, later)
       // writes the part file, and the same checks run on it before it is moved into place.
       await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
-      await verifyFile(part.part, expected, this.options.fileChecks);
+      await verifyFile(part.part, expected, checks);
       await fs.promises.mkdir(folder, { recursive: true });
       await fs.promises.rename(part.part, final);
     } catch (err) {
@@ -249,13 +280,52 @@ export class UpdateManager {
     return { update, file: final, sha256 };
   }
 
-  /** A file already downloaded and verified earlier (checked again: the folder may have been touched). */
-  private static async alreadyThere(file: string, expected: { fileSize: number; sha256: string }): Promise<boolean> {
+  /**
+   * With publisher keys pinned: the file's minisign signature (from the verified answer) by one of
+   * them, naming this package, versionCode and SHA-256.
+   */
+  private publisherCheck(update: UpdateInfo): FileCheck[] {
+    if (this.publisherKeys.length === 0) return [];
+    return [
+      async (file) => {
+        if (update.fileSignature === null) {
+          throw new PublisherSignatureError(`${update.slug} ${update.version} carries no publisher signature`);
+        }
+        let signature;
+        try {
+          signature = parseSignature(update.fileSignature);
+        } catch (err) {
+          if (err instanceof MinisignFormatError)
+            throw new PublisherSignatureError(`publisher signature: ${err.message}`, { cause: err });
+          throw err;
+        }
+        const expected = versionTrustedComment({
+          slug: update.slug,
+          versionCode: update.versionCode,
+          sha256: file.sha256,
+        });
+        const verdict = checkSignature(signature, this.publisherKeys, await prehashFile(file.path), expected);
+        if (!verdict.ok) throw new PublisherSignatureError(`publisher signature: ${verdict.reason}`);
+      },
+    ];
+  }
+
+  /**
+   * A file already downloaded and verified earlier, checked again (the folder may have been
+   * touched, the pinned keys changed); one that fails a check is deleted.
+   */
+  private static async alreadyThere(
+    file: string,
+    expected: { fileSize: number; sha256: string },
+    checks: readonly FileCheck[],
+  ): Promise<boolean> {
     try {
-      await verifyFile(file, expected);
+      await verifyFile(file, expected, checks);
       return true;
     } catch (err) {
-      if (err instanceof IntegrityError) await fs.promises.rm(file, { force: true });
+      if (err instanceof LauncherClientError && err.verification) await fs.promises.rm(file, { force: true });
+      // A signature that does not verify will not verify after another download either.
+      if (err instanceof PublisherSignatureError) throw err;
       return false;
     }
   }

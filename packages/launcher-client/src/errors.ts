@@ -1,10 +1,19 @@
 /**
  * Every failure the library reports is one of these, with a `kind` a program can switch on (the CLI
- * prints it). Verification failures (`signature`, `digest`, `stale`, `integrity`) mean the answer or
- * file was refused and nothing from it was used or kept.
+ * prints it). Verification failures (`signature`, `digest`, `stale`, `integrity`,
+ * `publisher-signature`) mean the answer or file was refused and nothing from it was used or kept.
  */
 export type ErrorKind =
-  'signature' | 'digest' | 'stale' | 'integrity' | 'http' | 'network' | 'aborted' | 'state' | 'usage';
+  | 'signature'
+  | 'digest'
+  | 'stale'
+  | 'integrity'
+  | 'publisher-signature'
+  | 'http'
+  | 'network'
+  | 'aborted'
+  | 'state'
+  | 'usage';
 
 export abstract class LauncherClientError extends Error {
   abstract readonly kind: ErrorKind;
@@ -14,7 +23,13 @@ export abstract class LauncherClientError extends Error {
   }
 }
 
-const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set(['signature', 'digest', 'stale', 'integrity']);
+const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
+  'signature',
+  'digest',
+  'stale',
+  'integrity',
+  'publisher-signature',
+]);
 
 /** The answer has no valid RFC 9421 signature by a trusted key (missing, malformed, untrusted, wrong). */
 export class SignatureError extends LauncherClientError {
@@ -38,6 +53,15 @@ export class StaleAnswerError extends LauncherClientError {
 export class IntegrityError extends LauncherClientError {
   override readonly name = 'IntegrityError';
   readonly kind = 'integrity';
+}
+
+/**
+ * With publisher keys pinned: the downloaded file has no minisign signature by one of them, or its
+ * trusted comment does not name this package, versionCode and SHA-256 (the file is deleted).
+ */
+export class PublisherSignatureError extends LauncherClientError {
+  override readonly name = 'PublisherSignatureError';
+  readonly kind = 'publisher-signature';
 }
 
 /** The service answered with an unexpected status. */

@@ -22,6 +22,7 @@ export {
   IntegrityError,
   LauncherClientError,
   NetworkError,
+  PublisherSignatureError,
   SignatureError,
   StaleAnswerError,
   StateError,

@@ -2,7 +2,11 @@
  * The commands of launcher-publish. Each is a name, a summary, the options it takes and a run function
  * that answers the JSON value printed on stdout.
  */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { releaseTrustedComment, versionTrustedComment } from 'launcher-client/minisign';
 import { type Addon, Api, type Package, type Release, tokenFrom, type Version } from './api.js';
+import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
@@ -31,12 +35,45 @@ const upload: OptionSpecs = {
     value: 'BYTES',
     help: `bytes per upload request (default ${CHUNK_BYTES}, under proxies' body caps)`,
   },
+  'sign-key': {
+    value: 'FILE',
+    help: 'sign the build with this minisign secret key (its password in LAUNCHER_SIGN_PASSWORD)',
+  },
 };
 
 const changelog: OptionSpecs = {
   'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
   'changelog-en': { value: 'T', help: 'changelog (English)' },
 };
+
+/**
+ * The build's minisign signature when `--sign-key` is given, its trusted comment binding it to what
+ * it is published as; made before the upload, so that a wrong key or password fails first.
+ */
+async function signatureFor(
+  options: ParsedOptions,
+  context: Context,
+  file: LocalFile,
+  trustedComment: string,
+): Promise<string | undefined> {
+  const keyFile = options.get('sign-key');
+  if (keyFile === undefined) return undefined;
+  const key = await parseSecretKey(await fs.readFile(keyFile, 'utf8'), context.env.LAUNCHER_SIGN_PASSWORD ?? '');
+  return signFile(key, file.path, trustedComment);
+}
+
+/** Writes a new minisign key pair: publisher.pub and publisher.key (never over existing files). */
+async function keygen(options: ParsedOptions, context: Context): Promise<unknown> {
+  const dir = options.require('out');
+  const pair = await generateKeyPair(context.env.LAUNCHER_SIGN_PASSWORD ?? '');
+  const publicKey = path.join(dir, 'publisher.pub');
+  const secretKey = path.join(dir, 'publisher.key');
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  // `wx`: an existing key is never overwritten.
+  await fs.writeFile(secretKey, pair.secretKeyFile, { flag: 'wx', mode: 0o600 });
+  await fs.writeFile(publicKey, pair.publicKeyFile, { flag: 'wx' });
+  return { keyId: pair.keyId, publicKey, secretKey, encrypted: (context.env.LAUNCHER_SIGN_PASSWORD ?? '') !== '' };
+}
 
 const versionId: OptionSpecs = {
   'version-id': { value: 'ID', help: 'the launcher version', required: true },
@@ -103,6 +140,12 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
       `${slug} versionCode ${versionCode} (version ${existing.version}, id ${existing.id})`,
     );
   }
+  const fileSignature = await signatureFor(
+    options,
+    context,
+    file,
+    versionTrustedComment({ slug, versionCode, sha256: file.sha256 }),
+  );
   return publishFile(api, options, file, context, (filePath) =>
     api.json<Version>(
       'POST',
@@ -118,6 +161,7 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
         minVersion: options.get('min-version'),
         rolloutPercent,
         publishAt: options.get('publish-at'),
+        fileSignature,
       }),
     ),
   );
@@ -135,6 +179,12 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
   const addon = await api.json<Addon>('GET', `/api/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
   if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
+  const fileSignature = await signatureFor(
+    options,
+    context,
+    file,
+    releaseTrustedComment({ slug, version, sha256: file.sha256 }),
+  );
   return publishFile(api, options, file, context, (filePath) =>
     api.json<Release>(
       'POST',
@@ -147,6 +197,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
         downloadType: 'local',
         filePath,
         dependencies: requires.length > 0 ? requires.map((dependency) => ({ slug: dependency })) : undefined,
+        fileSignature,
       }),
     ),
   );
@@ -163,6 +214,13 @@ const setRevoked = (action: 'revoke' | 'unrevoke') => (options: ParsedOptions, c
   apiFor(options, context).json<Version>('POST', `${versionPath(options)}/${action}`);
 
 export const commands: Record<string, Command> = {
+  keygen: {
+    summary:
+      'make a minisign key pair for signing builds: DIR/publisher.pub and DIR/publisher.key ' +
+      '(encrypted with LAUNCHER_SIGN_PASSWORD, or unencrypted when it is empty)',
+    options: { out: { value: 'DIR', help: 'where to write the key pair (never over existing keys)', required: true } },
+    run: keygen,
+  },
   version: {
     summary: 'upload a launcher build (resumable) and create its version; rerunning is safe',
     options: {

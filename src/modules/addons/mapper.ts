@@ -2,6 +2,7 @@ import type { Static } from 'typebox';
 import type { AddonRow, ReleaseRow, ScreenshotRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { type Lang, localize } from '../../domain/lang.js';
+import { fileSignatureFields } from '../downloads/file-signature.js';
 import type {
   AddonSchema,
   AddonSummarySchema,
@@ -40,6 +41,7 @@ export function toRelease(row: ReleaseRow, lang: Lang, latestId: string | undefi
     createdAt: row.createdAt,
     publishAt: row.publishAt,
     dependencies: dependenciesOf(row),
+    ...fileSignatureFields(row.fileSignature),
   };
 }
 

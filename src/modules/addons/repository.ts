@@ -196,14 +196,24 @@ export function publishedAddonRefs(db: Db): Promise<Pick<AddonRow, 'id' | 'slug'
 
 export type ReleaseFileRow = Pick<
   ReleaseRow,
-  'id' | 'addonId' | 'version' | 'sha256' | 'fileSize' | 'createdAt' | 'isLatest' | 'dependencies'
+  'id' | 'addonId' | 'version' | 'sha256' | 'fileSize' | 'createdAt' | 'isLatest' | 'dependencies' | 'fileSignature'
 >;
 
 /** Every channel release published at `at`, newest first, without its texts (the addon managers' index). */
 export function publishedReleaseFiles(db: Db, at: string): Promise<ReleaseFileRow[]> {
   return db
     .selectFrom('releases')
-    .select(['id', 'addonId', 'version', 'sha256', 'fileSize', 'createdAt', 'isLatest', 'dependencies'])
+    .select([
+      'id',
+      'addonId',
+      'version',
+      'sha256',
+      'fileSize',
+      'createdAt',
+      'isLatest',
+      'dependencies',
+      'fileSignature',
+    ])
     .where('wowVersion', '=', CHANNEL)
     .where(publishedBy(at))
     .orderBy('createdAt', 'desc')

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../http/paging.js';
-import { PublishAtBody } from '../../http/schemas.js';
+import { FileSignatureBody, fileSignatureSchema, PublishAtBody } from '../../http/schemas.js';
 import { SLUG_PATTERN, SlugBody } from '../../http/slug.js';
 import { ImageRef, NullableHttpUrl, NullableImageRef } from '../../http/urls.js';
 
@@ -40,6 +40,7 @@ export const ReleaseSchema = Type.Object({
   createdAt: Text,
   publishAt: NullableText,
   dependencies: Type.Array(ReleaseDependencySchema),
+  ...fileSignatureSchema(),
 });
 
 export const AddonSummarySchema = Type.Object({ id: Text, slug: Text, name: Text, nameZh: Text, nameEn: Text });
@@ -161,6 +162,7 @@ const releaseFields = {
   externalUrl: NullableHttpUrl(),
   fileSize: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
   sha256: Type.Union([Type.String({ pattern: '^[0-9a-fA-F]{64}$' }), Type.Null()]),
+  fileSignature: FileSignatureBody,
   gameVersion: Type.String({ maxLength: 64 }),
   wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),
   publishAt: PublishAtBody,
@@ -235,6 +237,7 @@ const ReleaseFileSchema = Type.Object({
   fileSize: Type.Number(),
   createdAt: Text,
   dependencies: Type.Array(ReleaseDependencySchema),
+  fileSignature: fileSignatureSchema().fileSignature,
 });
 
 export const UpdatesResponse = Type.Object({

@@ -19,6 +19,8 @@ import { etagOfParts, RenderedJson } from '../../http/rendered.js';
 import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
+import { fileSignatureColumn, requirePublisherSignature } from '../downloads/file-signature.js';
+import { releaseTrustedComment } from 'launcher-client/minisign';
 import type { DownloadTarget } from '../downloads/service.js';
 import { type ElementRenderer, jsonArray, ListBlocks } from './blocks.js';
 import { Counters } from './counters.js';
@@ -636,7 +638,9 @@ export class AddonService {
       publishAt: publishAtColumn(body.publishAt),
       dependencies: dependencies ?? '[]',
       counterSeq: 0,
+      fileSignature: fileSignatureColumn(body.fileSignature) ?? null,
     };
+    await this.requireSignature(row);
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, row.addonId, this.ctx.engine))) {
         throw notFound(`addon not found: ${row.addonId}`);
@@ -686,6 +690,11 @@ export class AddonService {
     };
     const dependencies = await this.dependenciesColumn(current.addonId, body.dependencies);
     if (dependencies !== undefined) fields.dependencies = dependencies;
+    const fileSignature = fileSignatureColumn(body.fileSignature);
+    if (fileSignature !== undefined) fields.fileSignature = fileSignature;
+    // What the signature binds (the file, its hash, the version) or the signature itself changed.
+    const signed = ['filePath', 'downloadType', 'sha256', 'version', 'fileSignature'] as const;
+    if (signed.some((field) => fields[field] !== undefined)) await this.requireSignature({ ...current, ...fields });
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, current.addonId, this.ctx.engine))) throw notFound(`release not found: ${id}`);
       if (Object.keys(fields).length > 0) await trx.updateTable('releases').set(fields).where('id', '=', id).execute();
@@ -702,6 +711,15 @@ export class AddonService {
       }
     });
     return this.releaseItem(id, lang);
+  }
+
+  /** With PUBLISHER_KEYS set: the release's stored file signed by a publisher for this addon and version. */
+  private async requireSignature(release: ReleaseRow): Promise<void> {
+    if (this.ctx.config.publisherKeys === null) return;
+    const addon = await repo.findAddonById(this.db, release.addonId);
+    if (!addon) throw notFound(`addon not found: ${release.addonId}`);
+    const comment = releaseTrustedComment({ slug: addon.slug, version: release.version, sha256: release.sha256 ?? '' });
+    await requirePublisherSignature(this.ctx, release, comment);
   }
 
   async deleteRelease(id: string): Promise<void> {

@@ -33,6 +33,7 @@ export interface ReleaseFile {
   fileSize: number;
   createdAt: string;
   dependencies: ReleaseDependency[];
+  fileSignature?: string;
 }
 
 export interface AddonRef {
@@ -132,5 +133,6 @@ function fileOf(release: IndexedRelease, base: string): ReleaseFile {
     fileSize: release.fileSize,
     createdAt: release.createdAt,
     dependencies: dependenciesOf(release),
+    ...(release.fileSignature !== null ? { fileSignature: release.fileSignature } : {}),
   };
 }

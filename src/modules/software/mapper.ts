@@ -2,6 +2,7 @@ import type { Static } from 'typebox';
 import type { PackageRow, VersionRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
 import { type Lang, localize } from '../../domain/lang.js';
+import { fileSignatureFields } from '../downloads/file-signature.js';
 import { isPublished, packageLatest, type RolloutVersion } from '../../domain/rollout.js';
 import type { AutoHaltSchema, PackageSchema, VersionSchema } from './schemas.js';
 
@@ -61,6 +62,7 @@ export function toVersion(row: VersionRow, lang: Lang, latestId: string | undefi
     autoHalt: autoHaltOf(row),
     haltedAt: row.haltedAt,
     haltReason: row.haltReason,
+    ...fileSignatureFields(row.fileSignature),
   };
 }
 

@@ -1,5 +1,11 @@
 import { Type } from 'typebox';
-import { NullableString, PublishAtBody, StringEnum } from '../../http/schemas.js';
+import {
+  FileSignatureBody,
+  fileSignatureSchema,
+  NullableString,
+  PublishAtBody,
+  StringEnum,
+} from '../../http/schemas.js';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { SlugBody } from '../../http/slug.js';
@@ -60,6 +66,7 @@ export const VersionSchema = Type.Object({
   deltas: Type.Optional(
     Type.Array(DeltaSummarySchema, { description: 'admin answers only: the delta updates to this version' }),
   ),
+  ...fileSignatureSchema(),
 });
 
 export const VersionWithLangSchema = Type.Intersect([VersionSchema, Type.Object({ lang: LangEnum })]);
@@ -122,6 +129,7 @@ export const CheckUpdateResponse = Type.Object({
         },
       ),
     ),
+    fileSignature: fileSignatureSchema().fileSignature,
   }),
   downgrade: Type.Boolean({ description: 'true for a device on a revoked version: install `latest` even when lower' }),
   signedAt: Type.String({ description: 'when this answer was signed (never more than 1 hour ago)' }),
@@ -194,6 +202,7 @@ const versionFields = {
   externalUrl: NullableHttpUrl(),
   fileSize: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
   sha256: NullableString({ pattern: '^[0-9a-fA-F]{64}$' }),
+  fileSignature: FileSignatureBody,
   forceUpdate: Type.Boolean(),
   minVersion: NullableString({ maxLength: 64 }),
   wowVersion: Type.String({ description: 'accepted and ignored: stored as `1.18`' }),

@@ -12,6 +12,8 @@ import { checkSlug, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
 import { filePathFromKey } from '../../storage/storage.js';
 import { type DeltaOffer, deltaFileKeys, deltaSummaries, readyDeltas } from '../deltas/repository.js';
 import { downloadFields } from '../downloads/fields.js';
+import { fileSignatureColumn, requirePublisherSignature } from '../downloads/file-signature.js';
+import { versionTrustedComment } from 'launcher-client/minisign';
 import type { DownloadTarget } from '../downloads/service.js';
 import { latestIdOf, type Package, type RolloutRow, toPackage, toRollout, toVersion, type Version } from './mapper.js';
 import * as repo from './repository.js';
@@ -161,6 +163,7 @@ export class SoftwareService {
                 },
               }
             : {}),
+          ...(latest.fileSignature !== null ? { fileSignature: latest.fileSignature } : {}),
         },
         downgrade: decision.downgrade,
         signedAt: new Date(now()).toISOString(),
@@ -361,7 +364,9 @@ export class SoftwareService {
       autoHalt: body.autoHalt ? JSON.stringify(body.autoHalt) : null,
       haltedAt: null,
       haltReason: null,
+      fileSignature: fileSignatureColumn(body.fileSignature) ?? null,
     };
+    await this.requireSignature(row);
     await this.ctx.cache.commit(async (trx) => {
       if (!(await repo.lockPackage(trx, this.ctx.engine, packageId))) {
         throw notFound(`software package not found: ${packageId}`);
@@ -391,6 +396,11 @@ export class SoftwareService {
         : {}),
       ...(body.autoHalt !== undefined ? { autoHalt: body.autoHalt ? JSON.stringify(body.autoHalt) : null } : {}),
     };
+    const fileSignature = fileSignatureColumn(body.fileSignature);
+    if (fileSignature !== undefined) fields.fileSignature = fileSignature;
+    // What the signature binds (the file, its hash, the versionCode) or the signature itself changed.
+    const signed = ['filePath', 'downloadType', 'sha256', 'versionCode', 'fileSignature'] as const;
+    if (signed.some((field) => fields[field] !== undefined)) await this.requireSignature({ ...current, ...fields });
     await this.ctx.cache.commit(async (trx) => {
       if (body.isLatest === true) await repo.lockPackage(trx, this.ctx.engine, current.packageId);
       if (body.isLatest === false) fields.isLatest = 0;
@@ -416,6 +426,19 @@ export class SoftwareService {
       }
     });
     return this.versionAnswer(versionId, lang);
+  }
+
+  /** With PUBLISHER_KEYS set: the version's stored file signed by a publisher for this package and versionCode. */
+  private async requireSignature(version: VersionRow): Promise<void> {
+    if (this.ctx.config.publisherKeys === null) return;
+    const pkg = await repo.findPackage(this.db, version.packageId);
+    if (!pkg) throw notFound(`software package not found: ${version.packageId}`);
+    const comment = versionTrustedComment({
+      slug: pkg.slug,
+      versionCode: version.versionCode,
+      sha256: version.sha256 ?? '',
+    });
+    await requirePublisherSignature(this.ctx, version, comment);
   }
 
   /** A version as admin answers show it, `isLatest` following the flag rules among offered versions. */
