@@ -1,0 +1,196 @@
+#!/usr/bin/env node
+/**
+ * `launcher-client`: the example launcher. `update` runs the specification's flow and downloads what
+ * it says; `heartbeat` beats; `device-id` prints the device id. The last line on stdout is JSON; a
+ * failure prints `{error, kind}` on stderr and exits 2 (verification refused) or 1 (anything else).
+ */
+import fs from 'node:fs';
+import { parseArgs } from 'node:util';
+import { UpdateManager } from './client.js';
+import type { Progress } from './download.js';
+import { LauncherClientError } from './errors.js';
+import type { TrustedKey } from './trust.js';
+
+const HELP = `Usage:
+  launcher-client update --server URL --trust KEYS.json --state DIR --app APP --version-code N
+                         [--patch-version-code M] [--lang zh|en]
+      Checks APP-launcher, then APP-launcher-patch (with M, default N), as the specification's
+      client flow says, and downloads the mandatory update or the patch into DIR/downloads.
+      KEYS.json: an array of {keyId, publicKey} as GET /api/signing-keys lists them.
+      Last line on stdout: {"result": "up-to-date"|"mandatory"|"patch", "optional", "version",
+      "versionCode", "file", "sha256", "downgrade"}.
+  launcher-client heartbeat --server URL --state DIR --version-code N [--app-version V] [--once]
+      One heartbeat with --once; without it, beats every 60 s until interrupted.
+  launcher-client device-id --state DIR
+      Prints the device id kept in DIR (made if there is none).
+
+Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale,
+integrity; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
+Failures print {"error", "kind"} on stderr.
+`;
+
+class UsageError extends Error {}
+
+const OPTIONS = {
+  server: { type: 'string' },
+  trust: { type: 'string' },
+  state: { type: 'string' },
+  app: { type: 'string' },
+  'version-code': { type: 'string' },
+  'patch-version-code': { type: 'string' },
+  'app-version': { type: 'string' },
+  lang: { type: 'string' },
+  once: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function required(values: Values, name: 'server' | 'trust' | 'state' | 'app' | 'version-code'): string {
+  const value = values[name];
+  if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function integer(value: string, name: string): number {
+  if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(Number(value)))
+    throw new UsageError(`--${name} must be an integer`);
+  return Number(value);
+}
+
+function readKeys(file: string): TrustedKey[] {
+  let keys: unknown;
+  try {
+    keys = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`--trust ${file}: ${(err as Error).message}`);
+  }
+  const valid = (k: unknown): k is TrustedKey =>
+    typeof k === 'object' &&
+    k !== null &&
+    typeof (k as TrustedKey).keyId === 'string' &&
+    typeof (k as TrustedKey).publicKey === 'string';
+  if (!Array.isArray(keys) || keys.length === 0 || !keys.every(valid)) {
+    throw new UsageError(`--trust ${file}: expected a non-empty array of {keyId, publicKey}`);
+  }
+  return keys.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey }));
+}
+
+/** A one-line bar on stderr, redrawn in place (only when stderr is a terminal). */
+function progressBar(): ((p: Progress) => void) | undefined {
+  if (!process.stderr.isTTY) return undefined;
+  return (p) => {
+    const share = p.total > 0 ? Math.min(1, p.bytes / p.total) : 0;
+    const width = 30;
+    const filled = Math.round(share * width);
+    const mib = (n: number) => (n / 1048576).toFixed(1);
+    process.stderr.write(
+      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(share * 100).toFixed(0).padStart(3)}% ` +
+        `${mib(p.bytes)}/${mib(p.total)} MiB ${mib(p.rate)} MiB/s`,
+    );
+    if (p.bytes >= p.total) process.stderr.write('\n');
+  };
+}
+
+async function update(values: Values): Promise<unknown> {
+  const versionCode = integer(required(values, 'version-code'), 'version-code');
+  const patchCode = values['patch-version-code'];
+  const lang = values.lang;
+  if (lang !== undefined && lang !== 'zh' && lang !== 'en') throw new UsageError('--lang must be zh or en');
+  const manager = new UpdateManager({
+    serverUrl: required(values, 'server'),
+    trustedKeys: readKeys(required(values, 'trust')),
+    stateDir: required(values, 'state'),
+    app: required(values, 'app'),
+    ...(lang === undefined ? {} : { lang }),
+  });
+  const check = await manager.checkForUpdates(
+    versionCode,
+    patchCode === undefined ? versionCode : integer(patchCode, 'patch-version-code'),
+  );
+  const optional = check.optional && { version: check.optional.version, versionCode: check.optional.versionCode };
+  if (check.update === null) return { result: check.result, optional };
+  const onProgress = progressBar();
+  const downloaded = await manager.downloadUpdate(check.update, onProgress ? { onProgress } : {});
+  return {
+    result: check.result,
+    optional,
+    version: check.update.version,
+    versionCode: check.update.versionCode,
+    file: downloaded.file,
+    sha256: downloaded.sha256,
+    downgrade: check.update.downgrade,
+  };
+}
+
+async function heartbeat(values: Values): Promise<unknown> {
+  const versionCode = integer(required(values, 'version-code'), 'version-code');
+  const manager = new UpdateManager({
+    serverUrl: required(values, 'server'),
+    trustedKeys: [],
+    stateDir: required(values, 'state'),
+  });
+  const fields = { appVersion: values['app-version'] ?? String(versionCode) };
+  if (values.once) {
+    await manager.heartbeatOnce(fields);
+    return { ok: true, deviceId: await manager.deviceId() };
+  }
+  const beat = manager.startHeartbeat(fields, {
+    onError: (err) => process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind })}\n`),
+  });
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await beat.stop();
+  return { ok: true, deviceId: await manager.deviceId() };
+}
+
+async function deviceId(values: Values): Promise<unknown> {
+  const manager = new UpdateManager({
+    serverUrl: 'http://localhost/',
+    trustedKeys: [],
+    stateDir: required(values, 'state'),
+  });
+  return { deviceId: await manager.deviceId() };
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    return fail(new UsageError((err as Error).message));
+  }
+  const [command, ...rest] = parsed.positionals;
+  if (parsed.values.help || command === undefined || command === 'help') {
+    process.stdout.write(HELP);
+    return command === undefined && !parsed.values.help ? 1 : 0;
+  }
+  const commands: Record<string, (values: Values) => Promise<unknown>> = {
+    update,
+    heartbeat,
+    'device-id': deviceId,
+  };
+  const run = commands[command];
+  if (run === undefined || rest.length > 0)
+    return fail(new UsageError(`unknown command ${[command, ...rest].join(' ')}`));
+  try {
+    process.stdout.write(`${JSON.stringify(await run(parsed.values))}\n`);
+    return 0;
+  } catch (err) {
+    return fail(err);
+  }
+}
+
+function fail(err: unknown): number {
+  if (err instanceof LauncherClientError) {
+    process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind })}\n`);
+    return err.verification ? 2 : 1;
+  }
+  const kind = err instanceof UsageError || err instanceof TypeError ? 'usage' : 'internal';
+  process.stderr.write(`${JSON.stringify({ error: (err as Error).message ?? String(err), kind })}\n`);
+  return 1;
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,296 @@
+/**
+ * `UpdateManager`: one object made from the server URL, the pinned keys and a state folder, that runs
+ * the specification's client flow (`checkForUpdates`), fetches and verifies what it says
+ * (`downloadUpdate`), beats (`startHeartbeat`) and answers addon managers (`checkAddons`,
+ * `releaseByHash`). Every answer it uses is verified first (`verify.ts`).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { paths } from './api.js';
+import { fetchFile, partFiles, type Progress } from './download.js';
+import { HttpError, IntegrityError, LauncherClientError } from './errors.js';
+import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
+import { DEFAULT_RETRY, httpError, readBody, type RetryOptions, send, withRetries } from './http.js';
+import { StateFolder } from './state.js';
+import { KeyRing, type SigningKeyEntry, type TrustedKey } from './trust.js';
+import { type FileCheck, ReplayMemory, verifyAnswer, verifyFile, type AnswerPolicy } from './verify.js';
+
+type Json<P extends keyof paths, M extends 'get' | 'post'> = paths[P][M] extends {
+  responses: { 200: { content: { 'application/json': infer T } } };
+}
+  ? T
+  : never;
+
+/** `GET /api/software/check-update`'s answer. */
+export type CheckUpdateAnswer = Json<'/api/software/check-update', 'get'>;
+/** `POST /api/addons/updates`'s answer. */
+export type AddonUpdatesAnswer = Json<'/api/addons/updates', 'post'>;
+/** What an addon manager sends: `{slug, version}` or `{sha256}` per installed addon. */
+export type InstalledAddon =
+  paths['/api/addons/updates']['post']['requestBody']['content']['application/json']['installed'][number];
+/** `GET /api/releases/by-hash/{sha256}`'s answer. */
+export type ReleaseByHashAnswer = Json<'/api/releases/by-hash/{sha256}', 'get'>;
+
+export interface UpdateManagerOptions {
+  /** The service's base URL, e.g. `https://updates.example.com`. */
+  serverUrl: string;
+  /** Keys pinned by the app (`{keyId, publicKey}` as `GET /api/signing-keys` lists them). */
+  trustedKeys: readonly TrustedKey[];
+  /** Folder for the device id, adopted keys, replay memory and downloads. */
+  stateDir: string;
+  /** The app: packages `<app>-launcher` and `<app>-launcher-patch` (or name them with `fullSlug`, `patchSlug`). */
+  app?: string;
+  fullSlug?: string;
+  patchSlug?: string;
+  lang?: 'zh' | 'en';
+  /** Oldest acceptable signature, in seconds (default 3600). */
+  maxAnswerAgeSeconds?: number;
+  /** Retries of answers and downloads (network errors, 429, 5xx). */
+  retry?: Partial<RetryOptions>;
+  /** Further checks of every downloaded file, after its size and hash. */
+  fileChecks?: readonly FileCheck[];
+}
+
+/** A version the flow offers. */
+export interface UpdateInfo {
+  /** `full`: the launcher package; `patch`: the patch package. */
+  readonly kind: 'full' | 'patch';
+  readonly slug: string;
+  readonly version: string;
+  readonly versionCode: number;
+  readonly changelog: string;
+  readonly downloadUrl: string;
+  readonly fileSize: number;
+  readonly sha256: string | null;
+  /** True when the device runs a revoked version: install this one even though it is lower. */
+  readonly downgrade: boolean;
+}
+
+/** What the specification's flow concluded. */
+export interface UpdateCheck {
+  /** `mandatory`: install `update` (full package) now; `patch`: apply `update` at the next restart. */
+  readonly result: 'up-to-date' | 'mandatory' | 'patch';
+  /** A newer full package the user may choose (an optional update), shown as an indicator. */
+  readonly optional: UpdateInfo | null;
+  /** What to download: the mandatory full package, or the patch; null when up to date. */
+  readonly update: UpdateInfo | null;
+}
+
+export interface DownloadOptions {
+  onProgress?: (progress: Progress) => void;
+  signal?: AbortSignal;
+}
+
+/** A verified file in the state folder's downloads. */
+export interface DownloadedUpdate {
+  readonly update: UpdateInfo;
+  /** Absolute path. */
+  readonly file: string;
+  readonly sha256: string;
+}
+
+export class UpdateManager {
+  readonly state: StateFolder;
+  private readonly base: URL;
+  private readonly keys: KeyRing;
+  private readonly policy: AnswerPolicy;
+  private readonly retry: RetryOptions;
+  private readonly slugs: { full: string; patch: string };
+
+  constructor(private readonly options: UpdateManagerOptions) {
+    this.base = new URL(options.serverUrl);
+    this.state = new StateFolder(path.resolve(options.stateDir));
+    this.keys = new KeyRing(options.trustedKeys, this.state);
+    const maxAgeSeconds = options.maxAnswerAgeSeconds ?? 3600;
+    this.policy = {
+      keys: this.keys,
+      replay: new ReplayMemory(this.state, maxAgeSeconds),
+      maxAgeSeconds,
+      refreshKeys: async () => void (await this.refreshKeys()),
+    };
+    this.retry = { ...DEFAULT_RETRY, ...options.retry };
+    const full = options.fullSlug ?? (options.app === undefined ? undefined : `${options.app}-launcher`);
+    this.slugs = { full: full ?? '', patch: options.patchSlug ?? `${full ?? ''}-patch` };
+  }
+
+  deviceId(): Promise<string> {
+    return this.state.deviceId();
+  }
+
+  private url(pathname: string, query: Record<string, string | number | undefined> = {}): string {
+    const url = new URL(pathname, this.base);
+    for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
+    return url.toString();
+  }
+
+  /** A verified JSON answer (retried on network errors, 429 and 5xx); other statuses are `HttpError`s. */
+  private async answer<T>(url: string, init: { method?: 'GET' | 'POST'; body?: unknown } = {}): Promise<T> {
+    const body = await withRetries(async () => {
+      const res = await send(url, {
+        method: init.method ?? 'GET',
+        headers: {
+          accept: 'application/json',
+          'accept-encoding': 'identity',
+          ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+      });
+      if (res.status !== 200) throw await httpError(url, res);
+      return { headers: res.headers, bytes: await readBody(url, res) };
+    }, this.retry);
+    await verifyAnswer({ url, headers: body.headers, body: body.bytes }, this.policy);
+    return JSON.parse(body.bytes.toString('utf8')) as T;
+  }
+
+  /** Fetches `GET /api/signing-keys` and adopts the keys a trusted key endorsed. */
+  async refreshKeys(): Promise<string[]> {
+    const url = this.url('/api/signing-keys');
+    const listed = await withRetries(async () => {
+      const res = await send(url, { headers: { accept: 'application/json' } });
+      if (res.status !== 200) throw await httpError(url, res);
+      try {
+        return JSON.parse((await readBody(url, res)).toString('utf8')) as SigningKeyEntry[];
+      } catch (err) {
+        if (err instanceof SyntaxError) return [];
+        throw err;
+      }
+    }, this.retry);
+    return this.keys.adopt(Array.isArray(listed) ? listed : []);
+  }
+
+  /** One verified check-update; `null` when the package has no version (404). */
+  async checkUpdate(slug: string, versionCode: number): Promise<CheckUpdateAnswer | null> {
+    const url = this.url('/api/software/check-update', {
+      slug,
+      versionCode,
+      deviceId: await this.deviceId(),
+      lang: this.options.lang,
+    });
+    try {
+      return await this.answer<CheckUpdateAnswer>(url);
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
+  private static info(kind: UpdateInfo['kind'], slug: string, answer: CheckUpdateAnswer): UpdateInfo {
+    const { latest } = answer;
+    return {
+      kind,
+      slug,
+      version: latest.version,
+      versionCode: latest.versionCode,
+      changelog: latest.changelog,
+      downloadUrl: latest.downloadUrl,
+      fileSize: latest.fileSize,
+      sha256: latest.sha256,
+      downgrade: answer.downgrade === true,
+    };
+  }
+
+  /**
+   * The specification's client flow: the full package first; `hasUpdate && forceUpdate` (or
+   * `downgrade`) is a mandatory update and the flow stops; `hasUpdate` alone is an optional update
+   * and the flow goes on; then the patch package with `patchVersionCode` (default: `versionCode`),
+   * whose `hasUpdate` means a patch to download. A package with no version counts as no update.
+   */
+  async checkForUpdates(versionCode: number, patchVersionCode = versionCode): Promise<UpdateCheck> {
+    if (this.slugs.full === '') throw new TypeError('UpdateManager needs `app` or `fullSlug` to check for updates');
+    const full = await this.checkUpdate(this.slugs.full, versionCode);
+    let optional: UpdateInfo | null = null;
+    if (full?.hasUpdate) {
+      const info = UpdateManager.info('full', this.slugs.full, full);
+      if (full.forceUpdate || full.downgrade) return { result: 'mandatory', optional: null, update: info };
+      optional = info;
+    }
+    const patch = await this.checkUpdate(this.slugs.patch, patchVersionCode);
+    if (patch?.hasUpdate) {
+      return { result: 'patch', optional, update: UpdateManager.info('patch', this.slugs.patch, patch) };
+    }
+    return { result: 'up-to-date', optional, update: null };
+  }
+
+  /**
+   * Downloads `update` into the state folder's downloads (resuming an earlier attempt), checks its
+   * size, SHA-256 and any `fileChecks`, and moves it to `downloads/<sha256>/<file name>`. A file that
+   * fails a check is deleted.
+   */
+  async downloadUpdate(update: UpdateInfo, options: DownloadOptions = {}): Promise<DownloadedUpdate> {
+    const sha256 = update.sha256?.toLowerCase() ?? null;
+    if (sha256 === null || !/^[0-9a-f]{64}$/.test(sha256)) {
+      throw new IntegrityError(`${update.slug} ${update.version} names no SHA-256: it cannot be verified`);
+    }
+    const expected = { fileSize: update.fileSize, sha256 };
+    const dir = this.state.downloads;
+    const folder = path.join(dir, sha256);
+    const final = path.join(folder, UpdateManager.fileName(update));
+    if (await UpdateManager.alreadyThere(final, expected)) return { update, file: final, sha256 };
+    const part = partFiles(dir, sha256);
+    try {
+      await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
+      await verifyFile(part.part, expected, this.options.fileChecks);
+      await fs.promises.mkdir(folder, { recursive: true });
+      await fs.promises.rename(part.part, final);
+    } catch (err) {
+      // A refused file is deleted; a cut-off or cancelled one is kept for the next call to resume.
+      if (err instanceof LauncherClientError && err.verification) await part.remove();
+      throw err;
+    }
+    await part.remove();
+    return { update, file: final, sha256 };
+  }
+
+  /** A file already downloaded and verified earlier (checked again: the folder may have been touched). */
+  private static async alreadyThere(file: string, expected: { fileSize: number; sha256: string }): Promise<boolean> {
+    try {
+      await verifyFile(file, expected);
+      return true;
+    } catch (err) {
+      if (err instanceof IntegrityError) await fs.promises.rm(file, { force: true });
+      return false;
+    }
+  }
+
+  /** `<slug>-<version>` with only safe characters (the SHA-256 folder keeps versions apart). */
+  private static fileName(update: UpdateInfo): string {
+    const name = `${update.slug}-${update.version}`.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
+    return name.slice(0, 128);
+  }
+
+  private async heartbeatBody(extra: Omit<HeartbeatBody, 'deviceId'>): Promise<HeartbeatBody> {
+    return { deviceId: await this.deviceId(), os: process.platform, osVersion: os.release(), ...extra };
+  }
+
+  /** One heartbeat now; throws `HttpError` or `NetworkError`. */
+  async heartbeatOnce(fields: Omit<HeartbeatBody, 'deviceId'> = {}): Promise<void> {
+    await sendHeartbeat(this.url('/api/launcher/heartbeat'), await this.heartbeatBody(fields));
+  }
+
+  /** Starts beating (one now, then every interval); never throws; `stop()` ends it. */
+  startHeartbeat(fields: Omit<HeartbeatBody, 'deviceId'> = {}, options: HeartbeatOptions = {}): Heartbeat {
+    return new Heartbeat(this.url('/api/launcher/heartbeat'), () => this.heartbeatBody(fields), options);
+  }
+
+  /** `POST /api/addons/updates`, verified. */
+  checkAddons(installed: readonly InstalledAddon[]): Promise<AddonUpdatesAnswer> {
+    return this.answer(this.url('/api/addons/updates', { lang: this.options.lang }), {
+      method: 'POST',
+      body: { installed },
+    });
+  }
+
+  /** `GET /api/releases/by-hash/{sha256}`, verified; `null` when no published release has that file. */
+  async releaseByHash(sha256: string): Promise<ReleaseByHashAnswer | null> {
+    const url = this.url(`/api/releases/by-hash/${encodeURIComponent(sha256.toLowerCase())}`, {
+      lang: this.options.lang,
+    });
+    try {
+      return await this.answer<ReleaseByHashAnswer>(url);
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 404) return null;
+      throw err;
+    }
+  }
+}

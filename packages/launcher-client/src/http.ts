@@ -1,0 +1,114 @@
+/**
+ * Requests with typed failures, and the one backoff rule every retry uses: exponential with full
+ * jitter, or the server's `Retry-After` when it gives one.
+ */
+import { AbortedError, HttpError, NetworkError } from './errors.js';
+
+export interface RetryOptions {
+  /** Attempts after the first (default 5). */
+  retries: number;
+  /** First backoff ceiling in ms (default 500), doubled per failure. */
+  baseDelayMs: number;
+  /** Largest backoff in ms (default 30 000); a longer `Retry-After` is still honoured. */
+  maxDelayMs: number;
+}
+
+export const DEFAULT_RETRY: RetryOptions = { retries: 5, baseDelayMs: 500, maxDelayMs: 30_000 };
+
+/** `Retry-After` in ms (delta-seconds or an HTTP date), or null when absent or unreadable. */
+export function retryAfterMs(value: string | null, now = Date.now()): number | null {
+  if (value === null) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** The wait before attempt `failures + 1`: `Retry-After` when given, else full jitter under base·2^(failures−1). */
+export function backoffMs(failures: number, options: RetryOptions, retryAfter: number | null = null): number {
+  if (retryAfter !== null) return retryAfter;
+  const ceiling = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** Math.max(0, failures - 1));
+  return Math.random() * ceiling;
+}
+
+function aborted(signal: AbortSignal | undefined): AbortedError {
+  const reason: unknown = signal?.reason;
+  return new AbortedError(reason instanceof Error ? reason.message : 'aborted');
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(aborted(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(aborted(signal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function networkError(url: string, err: unknown, signal: AbortSignal | undefined): AbortedError | NetworkError {
+  if (signal?.aborted) return aborted(signal);
+  const cause = (err as Error & { cause?: Error }).cause;
+  return new NetworkError(`${url}: ${cause?.message ?? (err as Error).message}`, { cause: err });
+}
+
+/** `fetch` whose failures are `NetworkError` or `AbortedError`. */
+export async function send(url: string, init: RequestInit & { signal?: AbortSignal }): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    throw networkError(url, err, init.signal ?? undefined);
+  }
+}
+
+/** The whole body of an answer; a connection cut before its end is a `NetworkError`. */
+export async function readBody(url: string, res: Response, signal?: AbortSignal): Promise<Buffer> {
+  try {
+    return Buffer.from(await res.arrayBuffer());
+  } catch (err) {
+    throw networkError(url, err, signal);
+  }
+}
+
+/** The `HttpError` of an unexpected answer (its `{error}` text when it has one). */
+export async function httpError(url: string, res: Response): Promise<HttpError> {
+  let message: string | null = null;
+  try {
+    const body = (await res.json()) as { error?: unknown };
+    if (typeof body.error === 'string') message = body.error;
+  } catch {
+    // not JSON: the status says enough
+  }
+  return new HttpError(res.status, url, message, retryAfterMs(res.headers.get('retry-after')));
+}
+
+/** Whether a failure is worth another attempt: no answer, 429 or 5xx. */
+export function retryable(err: unknown): boolean {
+  return err instanceof NetworkError || (err instanceof HttpError && (err.status === 429 || err.status >= 500));
+}
+
+/**
+ * Runs `attempt` until it succeeds, a failure is not retryable, or the retries are spent, waiting
+ * between attempts as `backoffMs` says (honouring an `HttpError`'s `Retry-After`).
+ */
+export async function withRetries<T>(
+  attempt: () => Promise<T>,
+  options: RetryOptions,
+  signal?: AbortSignal,
+): Promise<T> {
+  for (let failures = 0; ;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      failures++;
+      if (!retryable(err) || failures > options.retries) throw err;
+      const retryAfter = err instanceof HttpError ? err.retryAfterMs : null;
+      await sleep(backoffMs(failures, options, retryAfter), signal);
+    }
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * The real service on loopback, with a small proxy between it and the client that can tamper with,
+ * cut off, refuse or replay what passes, and records every request it saw.
+ */
+import { createHash, type KeyObject, sign } from 'node:crypto';
+import fs from 'node:fs';
+import http, { type IncomingHttpHeaders } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from '../../../test/helpers/app.js';
+import type { TrustedKey } from '../src/index.js';
+
+export interface Seen {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly at: number;
+}
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  /** Send the headers and this many bytes of the body, then cut the connection (or `hold` it open). */
+  cutAfter?: number;
+  hold?: boolean;
+}
+
+/** Decides a request's answer: `upstream()` fetches the service's; undefined passes it through. */
+export type Rule = (seen: Seen, upstream: () => Promise<Answer>) => Promise<Answer | undefined> | Answer | undefined;
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
+
+export class TamperProxy {
+  readonly seen: Seen[] = [];
+  rule: Rule | null = null;
+
+  private constructor(
+    private readonly server: http.Server,
+    readonly url: string,
+  ) {}
+
+  static async start(target: string): Promise<TamperProxy> {
+    const upstreamUrl = new URL(target);
+    let proxy: TamperProxy | null = null;
+    const server = http.createServer((req, res) => {
+      void (async () => {
+        const chunks: Buffer[] = [];
+        for await (const chunk of req) chunks.push(chunk as Buffer);
+        const body = Buffer.concat(chunks);
+        const seen: Seen = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, at: Date.now() };
+        proxy!.seen.push(seen);
+        const upstream = () => forward(upstreamUrl, seen, body);
+        const answer = (await proxy!.rule?.(seen, upstream)) ?? (await upstream());
+        const headers = Object.fromEntries(
+          Object.entries(answer.headers).filter(([name, v]) => v !== undefined && !HOP_BY_HOP.has(name.toLowerCase())),
+        );
+        res.writeHead(answer.status, { ...headers, 'content-length': String(answer.body.length) });
+        if (answer.cutAfter === undefined) return void res.end(answer.body);
+        res.write(answer.body.subarray(0, answer.cutAfter), () => {
+          if (!answer.hold) setTimeout(() => res.socket?.destroy(), 20);
+        });
+      })().catch((err: unknown) => {
+        res.destroy(err as Error);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    proxy = new TamperProxy(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    return proxy;
+  }
+
+  /** The requests seen whose path starts with `prefix`. */
+  requests(prefix: string): Seen[] {
+    return this.seen.filter((s) => s.url.startsWith(prefix));
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+function forward(target: URL, seen: Seen, body: Buffer): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    // The client's Host goes along, so the service's absolute URLs point at the proxy.
+    const req = http.request(
+      { host: target.hostname, port: target.port, method: seen.method, path: seen.url, headers: seen.headers },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 502, headers: { ...res.headers }, body: Buffer.concat(chunks) });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The service on loopback behind a proxy, with helpers to publish launcher versions. */
+export interface Service {
+  t: TestApp;
+  direct: string;
+  proxy: TamperProxy;
+  keys(): Promise<TrustedKey[]>;
+  /** A fresh state folder (removed by `close`). */
+  stateDir(): string;
+  close(): Promise<void>;
+}
+
+export async function startService(env: Record<string, string> = {}): Promise<Service> {
+  const t = await buildTestApp(env);
+  const direct = await t.app.server.listen({ host: '127.0.0.1', port: 0 });
+  const proxy = await TamperProxy.start(direct);
+  const dirs: string[] = [];
+  return {
+    t,
+    direct,
+    proxy,
+    async keys() {
+      const listed = (await t.inject('/api/signing-keys')).json<TrustedKey[]>();
+      return listed.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey }));
+    },
+    stateDir() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-state-'));
+      dirs.push(dir);
+      return dir;
+    },
+    async close() {
+      await proxy.close();
+      await t.close();
+      for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A launcher package (`slug`) with an uploaded file per version; answers the package id. */
+export async function launcherPackage(t: TestApp, slug: string): Promise<string> {
+  return (await createPackage(t, { slug, name: slug })).id;
+}
+
+/** A version with its own file content (`bytes` long); answers its id, file bytes and sha256. */
+export async function publishVersion(
+  t: TestApp,
+  packageId: string,
+  code: number,
+  extra: Record<string, unknown> = {},
+  bytes = 2048,
+) {
+  const content = Buffer.alloc(bytes, `v${code}-${packageId}-`);
+  const file = await upload(t, `setup-${code}.exe`, content);
+  const created = await createVersion(t, packageId, {
+    version: `1.${code}`,
+    versionCode: code,
+    filePath: file.filePath,
+    ...extra,
+  });
+  return { id: created.id, content, sha256: file.sha256 };
+}
+
+export { admin };
+
+/** Signs `body` as the service does, with `key` (an attacker's, in tests of refusal). */
+export function signLikeTheService(
+  body: Buffer,
+  key: KeyObject,
+  keyId: string,
+  created = Math.floor(Date.now() / 1000),
+) {
+  const digest = `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
+  const params = `("content-digest");created=${created};keyid="${keyId}";alg="ed25519"`;
+  const base = `"content-digest": ${digest}\n"@signature-params": ${params}`;
+  return {
+    'content-digest': digest,
+    'signature-input': `sig1=${params}`,
+    signature: `sig1=:${sign(null, Buffer.from(base), key).toString('base64')}:`,
+  };
+}
+
+/** Files left in a state folder's downloads (none after a refused download). */
+export function downloadsOf(stateDir: string): string[] {
+  const dir = path.join(stateDir, 'downloads');
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' });
+}
