@@ -38,6 +38,11 @@ export interface Scenario {
   wrk?: boolean;
   /** Load of its own kept up while this scenario (and its baseline) is measured; answers how to stop it. */
   background?: () => () => void;
+  /**
+   * Also measured in each round while `start` has some work under way (until the function it
+   * answers resolves), and printed against the plain measure of the same rounds, aim ≥ 0.95.
+   */
+  during?: { label: string; start(): Promise<() => Promise<void>> };
 }
 
 /** What the loop probe (bench/loop-probe.mjs) answers for a window of load. */

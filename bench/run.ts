@@ -7,13 +7,14 @@ import autocannon from 'autocannon';
 import { type Baseline, type BenchRun, type LoopDelay, median, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
- * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]]
+ * npm run bench [-- --db postgres] [--duration 5] [--rounds 3] [--connections 32] [--only name[,name…]] [--delta-gb]
  * Loads each scenario on the real service and on its baseline (by default a bare node:http server
  * answering the same number of bytes) in turn, `rounds` times, and prints medians, the ratio of the
  * two rates and the p99 of each server's event-loop delay while it was loaded. A second baseline,
  * Fastify alone answering the same bytes, shows how much of a ratio the framework itself takes.
  * --compare KEY=VALUE[,KEY=VALUE]: the default baseline is the service itself with those settings
  * (e.g. METRICS=off), on the same database and files, instead of the bare server.
+ * --delta-gb: the delta scenarios also make a 1 GB delta, and measure the hot paths while the service makes one.
  */
 const { values: args } = parseArgs({
   options: {
@@ -23,8 +24,10 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '32' },
     only: { type: 'string' },
     compare: { type: 'string' },
+    'delta-gb': { type: 'boolean', default: false },
   },
 });
+if (args['delta-gb']) process.env.BENCH_DELTA_GB = '1';
 const engine = args.db === 'postgres' ? 'postgres' : 'sqlite';
 process.env.TEST_ENGINE = engine;
 const { createTestDatabase } = await import('../test/helpers/db.js');
@@ -265,13 +268,27 @@ try {
     // The scenario compared against runs in the same rounds, interleaved, so both see the same machine.
     const other = scenarios.find((s) => s.name === scenario.against?.name);
     const others: Measure[] = [];
+    const busy: Measure[] = [];
     const stopBackground = scenario.background?.();
     for (let round = 0; round < rounds; round += 1) {
       bare.push(await measure(base.url, scenario, base.process));
       service.push(await measure(url, scenario, scenario.process === undefined ? server.child : scenario.process));
       if (other) others.push(await measure(server.url + other.path, other, server.child));
+      if (scenario.during) {
+        const finished = await scenario.during.start();
+        busy.push(await measure(url, scenario, scenario.process === undefined ? server.child : scenario.process));
+        await finished();
+      }
     }
     stopBackground?.();
+    if (scenario.during) {
+      const quiet = median(service.map((m) => m.rps));
+      const loaded = median(busy.map((m) => m.rps));
+      const met = loaded / quiet >= 0.95 ? 'met' : 'MISSED';
+      comparisons.push(
+        `${scenario.name} while ${scenario.during.label} / without (same rounds, medians): ${loaded.toFixed(0)} / ${quiet.toFixed(0)} req/s = ${(loaded / quiet).toFixed(3)}; p99 ${median(busy.map((m) => m.p99)).toFixed(1)} / ${median(service.map((m) => m.p99)).toFixed(1)} ms (aim ≥ 0.95: ${met})`,
+      );
+    }
     const rps = median(service.map((m) => m.rps));
     const bareRps = median(bare.map((m) => m.rps));
     if (scenario.against && other) {

@@ -29,6 +29,7 @@ import { DeviceHousekeeping } from './modules/devices/housekeeping.js';
 import { webhookRoutes } from './modules/webhooks/routes.js';
 import { WebhookWorker } from './modules/webhooks/worker.js';
 import { DeviceService } from './modules/devices/service.js';
+import { DEFAULT_DELTA_OPTIONS, DeltaWorker } from './modules/deltas/worker.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
@@ -107,6 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     limits,
     webhooks: new WebhookWorker(db, { ...config.webhooks, appName: config.appName }),
+    deltas: new DeltaWorker(db, storage, cache, { ...DEFAULT_DELTA_OPTIONS, ...config.deltas }, server.log),
     housekeeping: new DeviceHousekeeping(database, {
       deviceDays: config.deviceRetentionDays,
       ipDays: config.ipRetentionDays,
@@ -196,6 +198,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     async close() {
       ctx.housekeeping.stop();
       await ctx.webhooks.stop();
+      await ctx.deltas.stop();
       await server.close();
       await ctx.devices.close();
       await limits.close();

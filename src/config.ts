@@ -43,6 +43,14 @@ export interface Config {
     readonly maxAttempts: number;
     readonly backoffMs: number;
   };
+  /** Delta updates: made in the background when a version is published, offered by check-update. */
+  readonly deltas: {
+    readonly enabled: boolean;
+    /** Deltas to a new version from this many of the newest earlier versions. */
+    readonly sources: number;
+    /** A delta is kept only when smaller than this share of the target file. */
+    readonly maxRatio: number;
+  };
 }
 
 /**
@@ -106,6 +114,16 @@ function flag(env: Env, key: string): boolean {
   if (raw === '' || raw === '0' || raw === 'false' || raw === 'off' || raw === 'no') return false;
   if (raw === '1' || raw === 'true' || raw === 'on' || raw === 'yes') return true;
   throw new ConfigError(`${key} must be true or false, got "${env[key]}"`);
+}
+
+/** A decimal number in `[min, max]`. */
+function decimal(env: Env, key: string, fallback: number, min: number, max: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+(\.\d+)?$|^\.\d+$/.test(raw)) throw new ConfigError(`${key} must be a decimal number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${key} must be between ${min} and ${max}, got ${value}`);
+  return value;
 }
 
 function parseDatabase(env: Env, dataDir: string): DatabaseConfig {
@@ -261,6 +279,11 @@ export function loadConfig(env: Env = process.env): Config {
       timeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 10, 120_000),
       maxAttempts: integer(env, 'WEBHOOK_MAX_ATTEMPTS', 8, 1, 100),
       backoffMs: integer(env, 'WEBHOOK_BACKOFF_MS', 30_000, 1, 3_600_000),
+    }),
+    deltas: Object.freeze({
+      enabled: env.DELTAS === undefined ? true : flag(env, 'DELTAS'),
+      sources: integer(env, 'DELTA_SOURCES', 3, 1, 20),
+      maxRatio: decimal(env, 'DELTA_MAX_RATIO', 0.5, 0.01, 1),
     }),
   });
 }

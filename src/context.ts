@@ -3,6 +3,7 @@ import type { Config } from './config.js';
 import type { Db, Engine } from './db/index.js';
 import type { AuthService } from './modules/auth/service.js';
 import type { DeviceHousekeeping } from './modules/devices/housekeeping.js';
+import type { DeltaWorker } from './modules/deltas/worker.js';
 import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
 import type { WebhookWorker } from './modules/webhooks/worker.js';
@@ -29,4 +30,6 @@ export interface AppContext {
   readonly devices: DeviceService;
   /** Sends the webhook outbox (started by the server, like the housekeeping). */
   readonly webhooks: WebhookWorker;
+  /** Makes delta updates (started by the server when DELTAS is on and zstd is installed). */
+  readonly deltas: DeltaWorker;
 }

@@ -47,6 +47,7 @@ async function main(): Promise<void> {
   // Retention and the online history: each instance tries every minute, one at a time runs.
   app.ctx.housekeeping.start((err) => log.error({ err }, 'device housekeeping failed'));
   app.ctx.webhooks.start((err) => log.error({ err }, 'webhook delivery failed'));
+  if (config.deltas.enabled) await app.ctx.deltas.launch((err) => log.error({ err }, 'delta job failed'));
 }
 
 main().catch((err: unknown) => {

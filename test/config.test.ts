@@ -170,3 +170,23 @@ describe('operations settings', () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 });
+
+describe('delta update settings', () => {
+  it('makes deltas from the 3 newest earlier versions, kept under half the file, by default', () => {
+    expect(loadConfig({}).deltas).toEqual({ enabled: true, sources: 3, maxRatio: 0.5 });
+    expect(loadConfig({ DELTAS: 'off', DELTA_SOURCES: '5', DELTA_MAX_RATIO: '0.25' }).deltas).toEqual({
+      enabled: false,
+      sources: 5,
+      maxRatio: 0.25,
+    });
+  });
+
+  it.each([
+    [{ DELTAS: 'maybe' }, /DELTAS must be true or false/],
+    [{ DELTA_SOURCES: '0' }, /DELTA_SOURCES must be between 1 and 20/],
+    [{ DELTA_MAX_RATIO: 'half' }, /DELTA_MAX_RATIO must be a decimal number/],
+    [{ DELTA_MAX_RATIO: '1.5' }, /DELTA_MAX_RATIO must be between 0.01 and 1/],
+  ])('refuses %j', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+});

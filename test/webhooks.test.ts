@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { App } from '../src/app.js';
-import { backoff } from '../src/modules/webhooks/worker.js';
+import { backoff } from '../src/jobs.js';
 import {
   admin,
   buildSecondApp,
@@ -213,9 +213,12 @@ describe('delivery', () => {
     const rollout = bodies.find((b) => b.event === 'version.rollout_changed');
     expect(release?.data).toMatchObject({ addonId: addon.id, version: '1.0', title: 'Hooked 1.0' });
     expect(rollout?.data).toMatchObject({ id: v.id, rolloutPercent: 50, previousRolloutPercent: 10 });
-    const log = await deliveries(hook.id);
-    expect(log).toHaveLength(6);
-    expect(log.every((d) => d.status === 'delivered' && d.attempts === 1 && d.log[0]?.statusCode === 200)).toBe(true);
+    // A delivery is recorded just after its receiver answered: wait for the records, not only the requests.
+    await vi.waitFor(async () => {
+      const log = await deliveries(hook.id);
+      expect(log).toHaveLength(6);
+      expect(log.every((d) => d.status === 'delivered' && d.attempts === 1 && d.log[0]?.statusCode === 200)).toBe(true);
+    });
   });
 
   it('formats Discord embeds', async () => {

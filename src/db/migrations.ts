@@ -489,6 +489,41 @@ const m008Webhooks: Migration = {
   },
 };
 
+const m009Deltas: Migration = {
+  async up(db: Kysely<unknown>) {
+    // A delta and the job that makes it: claimed with a lease, retried with backoff (as webhook deliveries).
+    await db.schema
+      .createTable('software_deltas')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('source_version_id', 'text', (c) => c.notNull().references('software_versions.id').onDelete('cascade'))
+      .addColumn('target_version_id', 'text', (c) => c.notNull().references('software_versions.id').onDelete('cascade'))
+      .addColumn('source_sha256', 'text', (c) => c.notNull())
+      .addColumn('target_sha256', 'text', (c) => c.notNull())
+      .addColumn('status', 'text', (c) => c.notNull())
+      .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('next_attempt_ms', 'bigint', (c) => c.notNull())
+      .addColumn('lease_until_ms', 'bigint', (c) => c.notNull().defaultTo(0))
+      .addColumn('file_key', 'text')
+      .addColumn('file_size', 'bigint')
+      .addColumn('sha256', 'text')
+      .addColumn('error', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .addUniqueConstraint('software_deltas_pair', ['source_version_id', 'target_version_id'])
+      .execute();
+    await db.schema
+      .createIndex('software_deltas_due_idx')
+      .on('software_deltas')
+      .columns(['status', 'next_attempt_ms'])
+      .execute();
+    await db.schema
+      .createIndex('software_deltas_target_idx')
+      .on('software_deltas')
+      .column('target_version_id')
+      .execute();
+  },
+};
+
 /**
  * Device figures at a million launchers: the online devices' app versions and systems are read from
  * the index on `last_seen_at` alone (a covering index), not from a million rows of the table. It
@@ -514,6 +549,7 @@ export const migrations: Record<string, Migration> = {
   '006_release_dependencies': m006ReleaseDependencies,
   '007_counter_seq': m007CounterSeq,
   '008_webhooks': m008Webhooks,
+  '009_deltas': m009Deltas,
   '011_device_summary': m011DeviceSummary,
 };
 

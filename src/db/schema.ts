@@ -324,6 +324,27 @@ export interface WebhookAttemptsTable {
   durationMs: number;
 }
 
+/** A delta of one software version's file from an earlier version's (migration 009), and the job that makes it. */
+export interface SoftwareDeltasTable {
+  id: string;
+  sourceVersionId: string;
+  targetVersionId: string;
+  /** The files the delta is made from and rebuilds: a version whose file changed since offers none. */
+  sourceSha256: string;
+  targetSha256: string;
+  status: 'pending' | 'ready' | 'skipped' | 'failed';
+  attempts: Generated<number>;
+  nextAttemptMs: number;
+  leaseUntilMs: Generated<number>;
+  /** Store key of the delta file (ready only). */
+  fileKey: string | null;
+  fileSize: number | null;
+  sha256: string | null;
+  error: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -352,6 +373,7 @@ export interface Database {
   webhookEvents: WebhookEventsTable;
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
+  softwareDeltas: SoftwareDeltasTable;
 }
 
 export type UserRow = Selectable<UsersTable>;
@@ -375,3 +397,4 @@ export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookEventRow = Selectable<WebhookEventsTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;
+export type DeltaRow = Selectable<SoftwareDeltasTable>;

@@ -115,6 +115,10 @@ export class LocalStorage implements Storage {
     }
   }
 
+  localPath(key: string): string | null {
+    return this.locate(key);
+  }
+
   async delete(key: string): Promise<void> {
     // The entry itself goes (a link, not what it points to), and only from a folder inside the store.
     const entry = this.resolve(key);

@@ -29,6 +29,8 @@ export interface Storage {
   /** `checked`: what `stat` of this key just answered, so that a store may skip checks it made then. */
   read(key: string, range?: ByteRange, checked?: ObjectInfo): Promise<Readable>;
   delete(key: string): Promise<void>;
+  /** The file holding a key's bytes, for a program to read directly (local store only); null when absent. */
+  localPath?(key: string): string | null;
   /** A short-lived URL a client may download from directly, when the operator enabled it. */
   presignedUrl?(key: string, fileName: string): Promise<string | null>;
   close?(): Promise<void>;

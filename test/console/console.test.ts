@@ -750,6 +750,54 @@ describe('admin console in Chromium against the real service', () => {
     }
   });
 
+  it('shows the delta updates the service made beside each version, with the bytes they save', async () => {
+    const cookie = await apiLogin();
+    const post = async <T>(url: string, body: object | FormData): Promise<T> => {
+      const res = await fetch(`${base}${url}`, {
+        method: 'POST',
+        headers: body instanceof FormData ? { cookie } : { cookie, 'content-type': 'application/json' },
+        body: body instanceof FormData ? body : JSON.stringify(body),
+      });
+      expect(res.ok).toBe(true);
+      return (await res.json()) as T;
+    };
+    const upload = async (name: string, bytes: Buffer) => {
+      const form = new FormData();
+      form.append('file', new Blob([new Uint8Array(bytes)]), name);
+      return (await post<{ filePath: string }>('/api/upload', form)).filePath;
+    };
+    const old = Buffer.from(Array.from({ length: 4 * 1024 * 1024 }, (_, i) => (i * 7919) % 251));
+    const next = Buffer.concat([old.subarray(0, 1_000_000), Buffer.alloc(5000, 3), old.subarray(1_000_000)]);
+    const pkg = await post<{ id: string }>('/api/software', { slug: 'delta-app', name: '增量', nameEn: 'Delta app' });
+    await post(`/api/software/${pkg.id}/versions`, {
+      version: '3.0.0',
+      versionCode: 300,
+      filePath: await upload('delta-app-3.0.0.exe', old),
+    });
+    await post(`/api/software/${pkg.id}/versions`, {
+      version: '3.1.0',
+      versionCode: 310,
+      filePath: await upload('delta-app-3.1.0.exe', next),
+    });
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-software').click();
+    const row = page.getByTestId('package-delta-app').getByTestId('version-3.1.0');
+    // Made in the background within seconds; the page shows it once reloaded.
+    await expect
+      .poll(
+        async () => {
+          await page.reload();
+          return row.getByTestId('delta-300').getByTestId('delta-saves').count();
+        },
+        { timeout: 20_000, interval: 500 },
+      )
+      .toBe(1);
+    expect(await row.getByTestId('delta-saves').textContent()).toMatch(/^saves [\d.]+ MiB \((99|100) %\)$/);
+    await screenshot(page, '16a-deltas');
+  });
+
   it('changes the password and logs in again with it', async () => {
     const page = await newPage();
     await login(page, base);

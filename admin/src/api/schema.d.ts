@@ -1515,6 +1515,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4409,6 +4419,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4502,6 +4522,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4632,6 +4662,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -4805,6 +4845,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -4923,6 +4973,16 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
                                 downloadCount: number;
                                 /** @enum {string} */
                                 downloadType: "local" | "url";
@@ -5116,6 +5176,13 @@ export interface paths {
                                 changelogEn: string;
                                 changelogZh: string;
                                 createdAt: string;
+                                /** @description a zstd patch from the client's versionCode: `zstd -d --long=31 --patch-from=CURRENT DELTA` rebuilds this file */
+                                delta?: {
+                                    downloadUrl: string;
+                                    fileSize: number;
+                                    fromVersionCode: number;
+                                    sha256: string;
+                                };
                                 downloadUrl: string;
                                 fileSize: number;
                                 forceUpdate: boolean;
@@ -5201,6 +5268,90 @@ export interface paths {
                     };
                     content: {
                         "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software/download/{versionId}/delta/{fromVersionCode}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Download the delta update to a version from an earlier one (zstd --patch-from); counted as a download of the version */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `launcher` marks a launcher self-update */
+                    source?: string;
+                };
+                header?: never;
+                path: {
+                    fromVersionCode: string;
+                    versionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the file (application/octet-stream) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description redirect to the external link */
+                302: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
                     };
                 };
                 /** @description every failure */
@@ -5394,6 +5545,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5529,6 +5690,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";
@@ -5617,6 +5788,16 @@ export interface paths {
                             changelogEn: string;
                             changelogZh: string;
                             createdAt: string;
+                            /** @description admin answers only: the delta updates to this version */
+                            deltas?: {
+                                /** @description bytes of the delta (ready only) */
+                                fileSize: number | null;
+                                /** @description the version the delta updates from */
+                                fromVersionCode: number;
+                                sha256: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "ready" | "skipped" | "failed";
+                            }[];
                             downloadCount: number;
                             /** @enum {string} */
                             downloadType: "local" | "url";

@@ -225,6 +225,40 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
   );
 }
 
+const DELTA_COLORS = { pending: 'gray', ready: 'green', skipped: 'yellow', failed: 'red' } as const;
+
+/** The delta updates to a version: each one's size and the bytes it saves a player against the full file. */
+function Deltas({ version }: { version: Version }) {
+  const { t } = useI18n();
+  if (version.deltas === undefined || version.deltas.length === 0) return null;
+  return (
+    <Stack gap={2} mt={4} data-testid="deltas">
+      {version.deltas.map((d) => (
+        <Group key={d.fromVersionCode} gap={4} wrap="nowrap" data-testid={`delta-${d.fromVersionCode}`}>
+          <Text size="xs" c="dimmed" style={{ whiteSpace: 'nowrap' }}>
+            {t('deltaFrom', { code: String(d.fromVersionCode) })}
+          </Text>
+          {d.status === 'ready' && d.fileSize !== null ? (
+            <Text size="xs" style={{ whiteSpace: 'nowrap' }} title={d.sha256 ?? undefined}>
+              {formatBytes(d.fileSize)} ·{' '}
+              <span data-testid="delta-saves">
+                {t('deltaSaves', {
+                  bytes: formatBytes(version.fileSize - d.fileSize),
+                  percent: String(Math.round((100 * (version.fileSize - d.fileSize)) / Math.max(1, version.fileSize))),
+                })}
+              </span>
+            </Text>
+          ) : (
+            <Badge size="xs" variant="light" color={DELTA_COLORS[d.status]}>
+              {t(`delta_${d.status}`)}
+            </Badge>
+          )}
+        </Group>
+      ))}
+    </Stack>
+  );
+}
+
 /** A package with every version, scheduled ones included (the administrators' read). */
 function usePackageDetail(packageId: string) {
   const { lang } = useI18n();
@@ -301,6 +335,7 @@ function Versions({ packageId }: { packageId: string }) {
               <Table.Td>
                 <Text size="sm">{v.downloadType === 'local' ? formatBytes(v.fileSize) : '–'}</Text>
                 <Sha256 value={v.sha256} short />
+                <Deltas version={v} />
               </Table.Td>
               <Table.Td>
                 <Text size="sm" data-testid="downloads">

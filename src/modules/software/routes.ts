@@ -128,6 +128,31 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       },
     );
 
+    app.get(
+      '/api/software/download/:versionId/delta/:fromVersionCode',
+      {
+        schema: {
+          tags: ['software'],
+          summary:
+            'Download the delta update to a version from an earlier one (zstd --patch-from); counted as a download of the version',
+          params: Type.Object({ versionId: Type.String(), fromVersionCode: Type.String() }),
+          querystring: DownloadQuery,
+          response: { ...FileResponse, 400: ErrorResponse, 410: ErrorResponse },
+        },
+      },
+      async (request, reply) => {
+        const { fromVersionCode } = request.params;
+        const from = Number(fromVersionCode);
+        if (!/^-?\d{1,15}$/.test(fromVersionCode)) throw badRequest('params.fromVersionCode: must be an integer');
+        const version = await software.downloadableVersion(request.params.versionId);
+        const launcher = request.query.source === 'launcher';
+        return downloads.serve(request, reply, await software.deltaTarget(version, from), {
+          disposition: 'attachment',
+          count: () => downloads.countVersion(version.id, launcher),
+        });
+      },
+    );
+
     // Public JSON reads revalidate with ETags; the launcher's polling endpoints stay without the hook.
     await app.register(
       scoped(async (reads) => {

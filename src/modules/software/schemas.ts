@@ -25,6 +25,14 @@ function releaseSafetyFields() {
   };
 }
 
+/** A delta update to a version, as admin answers list it. */
+export const DeltaSummarySchema = Type.Object({
+  fromVersionCode: Type.Integer({ description: 'the version the delta updates from' }),
+  status: StringEnum(['pending', 'ready', 'skipped', 'failed'] as const),
+  fileSize: Type.Union([Type.Number(), Type.Null()], { description: 'bytes of the delta (ready only)' }),
+  sha256: NullableText,
+});
+
 export const VersionSchema = Type.Object({
   id: Text,
   packageId: Text,
@@ -49,6 +57,9 @@ export const VersionSchema = Type.Object({
   autoHalt: Type.Union([AutoHaltSchema, Type.Null()]),
   haltedAt: NullableString({ description: 'when the automatic halt set rolloutPercent to 0' }),
   haltReason: NullableString(),
+  deltas: Type.Optional(
+    Type.Array(DeltaSummarySchema, { description: 'admin answers only: the delta updates to this version' }),
+  ),
 });
 
 export const VersionWithLangSchema = Type.Intersect([VersionSchema, Type.Object({ lang: LangEnum })]);
@@ -97,6 +108,20 @@ export const CheckUpdateResponse = Type.Object({
     createdAt: Text,
     sha256: NullableText,
     forceUpdate: Type.Boolean(),
+    delta: Type.Optional(
+      Type.Object(
+        {
+          fromVersionCode: Type.Integer(),
+          downloadUrl: Text,
+          fileSize: Type.Number(),
+          sha256: Text,
+        },
+        {
+          description:
+            "a zstd patch from the client's versionCode: `zstd -d --long=31 --patch-from=CURRENT DELTA` rebuilds this file",
+        },
+      ),
+    ),
   }),
   downgrade: Type.Boolean({ description: 'true for a device on a revoked version: install `latest` even when lower' }),
   signedAt: Type.String({ description: 'when this answer was signed (never more than 1 hour ago)' }),

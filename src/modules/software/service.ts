@@ -9,6 +9,8 @@ import { bilingualColumns, bilingualWrite, requiredBilingual, requiredBilingualC
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug, RESERVED_SOFTWARE_SLUGS } from '../../http/slug.js';
+import { filePathFromKey } from '../../storage/storage.js';
+import { type DeltaOffer, deltaFileKeys, deltaSummaries, readyDeltas } from '../deltas/repository.js';
 import { downloadFields } from '../downloads/fields.js';
 import type { DownloadTarget } from '../downloads/service.js';
 import { latestIdOf, type Package, type RolloutRow, toPackage, toRollout, toVersion, type Version } from './mapper.js';
@@ -27,6 +29,11 @@ import type {
 type CheckUpdate = Static<typeof CheckUpdateResponse>;
 
 export const downloadPath = (versionId: string) => `/api/software/download/${encodeURIComponent(versionId)}`;
+export const deltaPath = (versionId: string, fromVersionCode: number) =>
+  `${downloadPath(versionId)}/delta/${fromVersionCode}`;
+
+/** Ready deltas by target version id, then by the source's `versionCode`. */
+type Offers = ReadonlyMap<string, ReadonlyMap<number, DeltaOffer>>;
 
 export class SoftwareService {
   readonly launcherSlug: string;
@@ -73,20 +80,37 @@ export class SoftwareService {
     const row = await repo.findPackage(this.db, idOrSlug);
     if (!row) throw notFound(`software package not found: ${idOrSlug}`);
     const versions = await repo.versionsOf(this.db, [row.id]);
-    return toPackage(row, audience === 'admin' ? versions : this.published(versions, at), lang, 'all', at);
+    if (audience === 'public') return toPackage(row, this.published(versions, at), lang, 'all', at);
+    const pkg = toPackage(row, versions, lang, 'all', at);
+    return { ...pkg, versions: await this.withDeltas(pkg.versions) };
   }
 
   /**
    * The package and its versions as the rollout rules see them, cached until the next write or
    * scheduled publication (on any instance).
    */
-  private rolloutOf(slug: string): Promise<{ pkg: PackageRow; versions: RolloutRow[] } | null> {
+  private rolloutOf(slug: string): Promise<{ pkg: PackageRow; versions: RolloutRow[]; deltas: Offers } | null> {
     return this.ctx.cache.get(`software:rollout:${slug}`, async () => {
       const pkg = await repo.findPackageBySlug(this.db, slug);
       if (!pkg) return null;
       const at = now();
-      return { pkg, versions: (await repo.versionsOf(this.db, [pkg.id])).map((v) => toRollout(v, at)) };
+      const versions = (await repo.versionsOf(this.db, [pkg.id])).map((v) => toRollout(v, at));
+      return { pkg, versions, deltas: await this.offers(versions.map((v) => v.id)) };
     });
+  }
+
+  /** The deltas that may be offered to `targetIds` (none with DELTAS=off). */
+  private async offers(targetIds: readonly string[]): Promise<Offers> {
+    return this.ctx.config.deltas.enabled ? readyDeltas(this.db, targetIds) : new Map();
+  }
+
+  /** Versions as admin answers show them: each with its deltas. */
+  private async withDeltas(versions: Version[]): Promise<Version[]> {
+    const deltas = await deltaSummaries(
+      this.db,
+      versions.map((v) => v.id),
+    );
+    return versions.map((v) => ({ ...v, deltas: deltas.get(v.id) ?? [] }));
   }
 
   /**
@@ -107,7 +131,9 @@ export class SoftwareService {
     if (!decided) throw notFound(`software package ${slug} has no version`);
     const { version, ...decision } = decided;
     const latest = version.row;
-    const key = `software:answer:${latest.id}:${lang}:${decision.hasUpdate}:${decision.forceUpdate}:${decision.downgrade}:${baseUrl}`;
+    // Only a client on a version with a ready delta gets its own answer: the others share one.
+    const delta = found.deltas.get(latest.id)?.get(clientCode);
+    const key = `software:answer:${latest.id}:${lang}:${decision.hasUpdate}:${decision.forceUpdate}:${decision.downgrade}:${baseUrl}:${delta?.fromVersionCode ?? ''}`;
     return this.ctx.cache.get(key, async () => {
       const answer: CheckUpdate = {
         hasUpdate: decision.hasUpdate,
@@ -125,6 +151,16 @@ export class SoftwareService {
           createdAt: latest.createdAt,
           sha256: latest.sha256,
           forceUpdate: latest.forceUpdate === 1,
+          ...(delta
+            ? {
+                delta: {
+                  fromVersionCode: delta.fromVersionCode,
+                  downloadUrl: `${baseUrl}${deltaPath(latest.id, delta.fromVersionCode)}?source=launcher`,
+                  fileSize: delta.fileSize,
+                  sha256: delta.sha256,
+                },
+              }
+            : {}),
         },
         downgrade: decision.downgrade,
         signedAt: new Date(now()).toISOString(),
@@ -205,19 +241,34 @@ export class SoftwareService {
       return { type: 'url', url: version.externalUrl };
     }
     if (version.filePath === '') throw notFound('software version has no file');
-    const fallback = async () => {
-      const pkg = await this.db
-        .selectFrom('softwarePackages')
-        .select('slug')
-        .where('id', '=', version.packageId)
-        .executeTakeFirst();
-      return `${pkg?.slug ?? 'download'}-${version.version}`;
-    };
     return {
       type: 'local',
       filePath: version.filePath,
-      fileName: await this.ctx.downloads.fileName(version.filePath, fallback),
+      fileName: await this.ctx.downloads.fileName(version.filePath, () => this.fileBaseName(version)),
       sha256: version.sha256,
+    };
+  }
+
+  /** `slug-version`: the download name of a file uploaded without a name. */
+  private async fileBaseName(version: VersionRow): Promise<string> {
+    const pkg = await this.db
+      .selectFrom('softwarePackages')
+      .select('slug')
+      .where('id', '=', version.packageId)
+      .executeTakeFirst();
+    return `${pkg?.slug ?? 'download'}-${version.version}`;
+  }
+
+  /** The delta to `version` from `fromVersionCode` as a download (404 unless one may be offered). */
+  async deltaTarget(version: VersionRow, fromVersionCode: number): Promise<DownloadTarget> {
+    const offers = await this.ctx.cache.get(`software:deltas:${version.id}`, () => this.offers([version.id]));
+    const offer = offers.get(version.id)?.get(fromVersionCode);
+    if (!offer) throw notFound(`no delta to ${version.version} from versionCode ${fromVersionCode}`);
+    return {
+      type: 'local',
+      filePath: filePathFromKey(offer.fileKey),
+      fileName: `${await this.fileBaseName(version)}-from-${fromVersionCode}.zst`,
+      sha256: offer.sha256,
     };
   }
 
@@ -268,10 +319,18 @@ export class SoftwareService {
   }
 
   async deletePackage(id: string): Promise<void> {
-    await this.ctx.cache.commit(async (trx) => {
+    const deltaFiles = await this.ctx.cache.commit(async (trx) => {
+      const keys = await deltaFileKeys(trx, { packageId: id });
       const result = await trx.deleteFrom('softwarePackages').where('id', '=', id).executeTakeFirst();
       if (result.numDeletedRows === 0n) throw notFound(`software package not found: ${id}`);
+      return keys;
     });
+    await this.deleteFiles(deltaFiles);
+  }
+
+  /** Deletes delta files whose rows went with their versions (after the commit: a rollback keeps them). */
+  private async deleteFiles(keys: readonly string[]): Promise<void> {
+    for (const key of keys) await this.ctx.storage.delete(key);
   }
 
   async createVersion(packageId: string, body: Static<typeof VersionCreateBody>, lang: Lang): Promise<Version> {
@@ -364,7 +423,9 @@ export class SoftwareService {
     const current = await this.version(versionId);
     const versions = await repo.versionsOf(this.db, [current.packageId]);
     const updated = versions.find((v) => v.id === versionId) ?? current;
-    return toVersion(updated, lang, latestIdOf(versions, now()));
+    const version = toVersion(updated, lang, latestIdOf(versions, now()));
+    const [answer = version] = await this.withDeltas([version]);
+    return answer;
   }
 
   /** Withdraws a version (`revokedAt` set) or, with `revoked` false, offers it again. */
@@ -387,13 +448,16 @@ export class SoftwareService {
 
   async deleteVersion(versionId: string): Promise<void> {
     const current = await this.version(versionId);
-    await this.ctx.cache.commit(async (trx) => {
+    const deltaFiles = await this.ctx.cache.commit(async (trx) => {
       await repo.lockPackage(trx, this.ctx.engine, current.packageId);
       // Re-read under the lock: the flag may have moved (or the version gone) since.
       const locked = await repo.findVersion(trx, versionId);
       if (!locked) throw notFound(`software version not found: ${versionId}`);
+      const keys = await deltaFileKeys(trx, { versionIds: [versionId] });
       await trx.deleteFrom('softwareVersions').where('id', '=', versionId).execute();
       if (locked.isLatest === 1) await repo.reflagLatest(trx, current.packageId);
+      return keys;
     });
+    await this.deleteFiles(deltaFiles);
   }
 }

@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import type { WebhookEventRow, WebhookRow } from '../../db/schema.js';
 import { newId, now as clockNow, nowIso } from '../../domain/clock.js';
 import type { WebhookEventName } from '../../domain/webhook-events.js';
+import { attemptOutcome, claimJob, dueJobs, Poller } from '../../jobs.js';
 
 export interface DeliveryOptions {
   /** How often each instance looks for due events and deliveries. */
@@ -19,7 +20,6 @@ export interface DeliveryOptions {
 
 /** A claimed delivery is this instance's for this long; a crashed holder's claim lapses. */
 const LEASE_SLACK_MS = 30_000;
-const MAX_BACKOFF_MS = 60 * 60 * 1000;
 const BATCH = 20;
 /** Events (and their deliveries and attempts) are kept this long after they went out. */
 const KEEP_MS = 30 * 24 * 60 * 60 * 1000;
@@ -64,12 +64,6 @@ export function requestOf(
   };
 }
 
-/** The wait before attempt `attempts + 1`: doubling from `base`, with up to 20 % jitter, at most an hour. */
-export function backoff(base: number, attempts: number, random = Math.random()): number {
-  const plain = Math.min(MAX_BACKOFF_MS, base * 2 ** Math.max(0, attempts - 1));
-  return Math.round(plain * (1 + 0.2 * random));
-}
-
 /** Whether a scheduled publication is still what was scheduled when its event falls due. */
 async function stillScheduled(db: Db, event: WebhookEventRow): Promise<boolean> {
   const name = event.event as WebhookEventName;
@@ -106,30 +100,14 @@ async function stillScheduled(db: Db, event: WebhookEventRow): Promise<boolean> 
  * conditional update), so each goes out once however many instances run. A failed or timed-out
  * attempt is tried again with exponential backoff; every attempt is logged.
  */
-export class WebhookWorker {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+export class WebhookWorker extends Poller {
   private prunedAt = 0;
 
   constructor(
     private readonly db: Db,
     private readonly options: DeliveryOptions,
-  ) {}
-
-  start(onError: (err: unknown) => void): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.tick()
-        .catch(onError)
-        .finally(() => (this.running = null));
-    }, this.options.pollMs);
-    this.timer.unref();
-  }
-
-  /** Stops looking for work and waits for the attempts under way. */
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  ) {
+    super(options.pollMs);
   }
 
   /** One pass: fans out the events due, sends the deliveries due, and (hourly) forgets old events. */
@@ -211,29 +189,15 @@ export class WebhookWorker {
   }
 
   private async deliverDue(at: number): Promise<void> {
-    const due = await this.db
-      .selectFrom('webhookDeliveries')
-      .select('id')
-      .where('status', '=', 'pending')
-      .where('nextAttemptMs', '<=', at)
-      .where('leaseUntilMs', '<', at)
-      .orderBy('nextAttemptMs')
-      .limit(BATCH)
-      .execute();
+    const due = await dueJobs(this.db, 'webhookDeliveries', at, BATCH);
     // Each attempt has its own timeout: a receiver that hangs does not hold up the others.
-    await Promise.all(due.map((d) => this.attempt(d.id, at)));
+    await Promise.all(due.map((id) => this.attempt(id, at)));
   }
 
   /** Claims a delivery and, when this instance got it, makes one attempt; answers whether it did. */
   async attempt(deliveryId: string, at = clockNow()): Promise<boolean> {
-    const claimed = await this.db
-      .updateTable('webhookDeliveries')
-      .set({ leaseUntilMs: at + this.options.timeoutMs + LEASE_SLACK_MS })
-      .where('id', '=', deliveryId)
-      .where('status', '=', 'pending')
-      .where('leaseUntilMs', '<', at)
-      .executeTakeFirst();
-    if (claimed.numUpdatedRows === 0n) return false;
+    const until = at + this.options.timeoutMs + LEASE_SLACK_MS;
+    if (!(await claimJob(this.db, 'webhookDeliveries', deliveryId, at, until))) return false;
     const row = await this.db
       .selectFrom('webhookDeliveries')
       .innerJoin('webhooks', 'webhooks.id', 'webhookDeliveries.webhookId')
@@ -289,13 +253,10 @@ export class WebhookWorker {
       await trx
         .updateTable('webhookDeliveries')
         .set({
-          attempts: attempt,
-          status: delivered ? 'delivered' : giveUp ? 'failed' : 'pending',
+          ...attemptOutcome(delivered ? 'delivered' : null, attempt, giveUp, this.options.backoffMs, clockNow()),
           lastStatus: status,
           lastError: error,
-          leaseUntilMs: 0,
           ...(delivered ? { deliveredAt: nowIso() } : {}),
-          ...(!delivered && !giveUp ? { nextAttemptMs: clockNow() + backoff(this.options.backoffMs, attempt) } : {}),
         })
         .where('id', '=', deliveryId)
         .execute();
