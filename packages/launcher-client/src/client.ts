@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
+import { applyDelta, type DeltaOffer } from './delta.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
 import { HttpError, IntegrityError, LauncherClientError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
@@ -50,6 +51,8 @@ export interface UpdateManagerOptions {
   retry?: Partial<RetryOptions>;
   /** Further checks of every downloaded file, after its size and hash. */
   fileChecks?: readonly FileCheck[];
+  /** The zstd program that rebuilds delta updates (default: `zstd` on the PATH). */
+  zstd?: string;
 }
 
 /** A version the flow offers. */
@@ -65,6 +68,8 @@ export interface UpdateInfo {
   readonly sha256: string | null;
   /** True when the device runs a revoked version: install this one even though it is lower. */
   readonly downgrade: boolean;
+  /** A delta from the version checked with, when the service has one (see `DownloadOptions.currentFile`). */
+  readonly delta?: DeltaOffer;
 }
 
 /** What the specification's flow concluded. */
@@ -80,6 +85,12 @@ export interface UpdateCheck {
 export interface DownloadOptions {
   onProgress?: (progress: Progress) => void;
   signal?: AbortSignal;
+  /**
+   * The installed file of the version the update was checked with. When the service offers a delta
+   * from it, the update is rebuilt from this file and the (much smaller) delta; any failure of that
+   * falls back to the full download.
+   */
+  currentFile?: string;
 }
 
 /** A verified file in the state folder's downloads. */
@@ -88,6 +99,12 @@ export interface DownloadedUpdate {
   /** Absolute path. */
   readonly file: string;
   readonly sha256: string;
+  /** True when the file was rebuilt from a delta. */
+  readonly delta: boolean;
+  /** Bytes received by this call's completed downloads (0 when the file was already there). */
+  readonly downloadedBytes: number;
+  /** Why an offered delta was not used (then the full file was downloaded), else null. */
+  readonly deltaFailure: string | null;
 }
 
 export class UpdateManager {
@@ -187,6 +204,7 @@ export class UpdateManager {
       fileSize: latest.fileSize,
       sha256: latest.sha256,
       downgrade: answer.downgrade === true,
+      ...(latest.delta === undefined ? {} : { delta: latest.delta }),
     };
   }
 
@@ -215,7 +233,7 @@ export class UpdateManager {
   /**
    * Downloads `update` into the state folder's downloads (resuming an earlier attempt), checks its
    * size, SHA-256 and any `fileChecks`, and moves it to `downloads/<sha256>/<file name>`. A file that
-   * fails a check is deleted.
+   * fails a check is deleted. With `currentFile` and a delta offered, the delta comes first (`delta.ts`).
    */
   async downloadUpdate(update: UpdateInfo, options: DownloadOptions = {}): Promise<DownloadedUpdate> {
     const sha256 = update.sha256?.toLowerCase() ?? null;
@@ -226,10 +244,27 @@ export class UpdateManager {
     const dir = this.state.downloads;
     const folder = path.join(dir, sha256);
     const final = path.join(folder, UpdateManager.fileName(update));
-    if (await UpdateManager.alreadyThere(final, expected)) return { update, file: final, sha256 };
+    const done = { update, file: final, sha256, delta: false, downloadedBytes: 0, deltaFailure: null };
+    if (await UpdateManager.alreadyThere(final, expected)) return done;
+    const fetch = { ...options, retry: this.retry };
+    let viaDelta = null;
+    if (options.currentFile !== undefined && update.delta !== undefined) {
+      viaDelta = await applyDelta({
+        dir,
+        offer: update.delta,
+        currentFile: options.currentFile,
+        expected,
+        destination: final,
+        zstd: this.options.zstd ?? 'zstd',
+        checks: this.options.fileChecks ?? [],
+        fetch,
+      });
+      if (viaDelta.applied) return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes };
+    }
     const part = partFiles(dir, sha256);
+    let downloadedBytes = viaDelta?.downloadedBytes ?? 0;
     try {
-      await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
+      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, fetch);
       await verifyFile(part.part, expected, this.options.fileChecks);
       await fs.promises.mkdir(folder, { recursive: true });
       await fs.promises.rename(part.part, final);
@@ -239,7 +274,7 @@ export class UpdateManager {
       throw err;
     }
     await part.remove();
-    return { update, file: final, sha256 };
+    return { ...done, downloadedBytes, deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null };
   }
 
   /** A file already downloaded and verified earlier (checked again: the folder may have been touched). */
