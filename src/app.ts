@@ -196,9 +196,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ctx,
     beginShutdown: () => readiness.beginShutdown(),
     async close() {
+      // A delta being made is abandoned first: its job goes to another instance at once.
+      await ctx.deltas.stop();
       ctx.housekeeping.stop();
       await ctx.webhooks.stop();
-      await ctx.deltas.stop();
       await server.close();
       await ctx.devices.close();
       await limits.close();

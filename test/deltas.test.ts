@@ -17,6 +17,7 @@ import {
   createVersion,
   type TestApp,
   upload,
+  versionCounters,
 } from './helpers/app.js';
 
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
@@ -64,15 +65,6 @@ async function checkUpdate(server: App['server'], slug: string, versionCode: num
   const res = await server.inject(`/api/software/check-update?slug=${slug}&versionCode=${versionCode}`);
   expect(res.statusCode).toBe(200);
   return res.json<CheckUpdate>();
-}
-
-async function counters(t: TestApp, versionId: string) {
-  const row = await t.database.db
-    .selectFrom('softwareVersions')
-    .select(['downloadCount', 'launcherDownloadCount'])
-    .where('id', '=', versionId)
-    .executeTakeFirstOrThrow();
-  return { total: row.downloadCount, launcher: row.launcherDownloadCount };
 }
 
 /** Rebuilds the target with the real zstd program and answers its SHA-256. */
@@ -152,7 +144,7 @@ describe('delta updates', () => {
 
   it('counts a delta download as a download of the target; HEAD, 304 and resumed ranges do not count', async () => {
     const url = `/api/software/download/${ids.v2.id}/delta/1`;
-    const before = await counters(t, ids.v2.id);
+    const before = await versionCounters(t, ids.v2.id);
     const full = await t.inject(url);
     const etag = String(full.headers.etag);
     expect((await t.inject({ url, method: 'HEAD' })).statusCode).toBe(200);
@@ -160,11 +152,11 @@ describe('delta updates', () => {
     const resumed = await t.inject({ url, headers: { range: 'bytes=100-' } });
     expect(resumed.statusCode).toBe(206);
     expect(resumed.rawPayload.equals(full.rawPayload.subarray(100))).toBe(true);
-    expect(await counters(t, ids.v2.id)).toEqual({ total: before.total + 1, launcher: before.launcher });
+    expect(await versionCounters(t, ids.v2.id)).toEqual({ total: before.total + 1, launcher: before.launcher });
     expect((await t.inject(`${url}?source=launcher`)).statusCode).toBe(200);
     expect((await t.inject({ url, headers: { range: 'bytes=0-99' } })).statusCode).toBe(206);
-    expect(await counters(t, ids.v2.id)).toEqual({ total: before.total + 3, launcher: before.launcher + 1 });
-    expect((await counters(t, ids.v1.id)).total).toBe(0);
+    expect(await versionCounters(t, ids.v2.id)).toEqual({ total: before.total + 3, launcher: before.launcher + 1 });
+    expect((await versionCounters(t, ids.v1.id)).total).toBe(0);
   });
 
   it('answers 404 for a delta that does not exist and 400 for a malformed versionCode', async () => {
@@ -291,6 +283,27 @@ describe('delta jobs across instances', () => {
     expect(applyWithZstd(t.dir, pair.source, delta.rawPayload)).toBe(files[1]?.sha256);
   });
 
+  it('an instance stopped in the middle of a job leaves it to another at once', async () => {
+    const pair = versionPair(40 * MB);
+    const { v2, files } = await publishPair(t, 'stopped', pair, [7, 8]);
+    const job = () =>
+      t.database.db.selectFrom('softwareDeltas').selectAll().where('targetVersionId', '=', v2.id).executeTakeFirst();
+    const first = await buildSecondApp(t);
+    await first.ctx.deltas.launch((err) => expect.fail(String(err)));
+    // Claimed: zstd is running on the first instance when it stops.
+    await vi.waitFor(async () => expect((await job())?.leaseUntilMs).toBeGreaterThan(0), {
+      timeout: 5000,
+      interval: 20,
+    });
+    await first.close();
+    expect(await job()).toMatchObject({ status: 'pending', leaseUntilMs: 0, attempts: 0, fileKey: null });
+    expect(storeFiles(t).filter((f) => f.includes('delta-7-to-8'))).toEqual([]);
+    await second.ctx.deltas.tick();
+    expect(await job()).toMatchObject({ status: 'ready', attempts: 1 });
+    const delta = await t.inject(`/api/software/download/${v2.id}/delta/7`);
+    expect(applyWithZstd(t.dir, pair.source, delta.rawPayload)).toBe(files[1]?.sha256);
+  });
+
   it('plans a scheduled version once its publishAt passes, and forgets a delta whose file is replaced', async () => {
     const pair = versionPair(4 * MB);
     const pkg = await createPackage(t, { slug: 'scheduled', name: 'scheduled' });
@@ -349,7 +362,7 @@ describe('delta stores and serving', () => {
       expect(res.statusCode).toBe(200);
       expect(res.headers['x-accel-redirect']).toBe(`/internal-uploads/${row.fileKey}`);
       expect(res.rawPayload.length).toBe(0);
-      expect(await counters(t, v2.id)).toEqual({ total: 1, launcher: 1 });
+      expect(await versionCounters(t, v2.id)).toEqual({ total: 1, launcher: 1 });
     } finally {
       await t.close();
     }

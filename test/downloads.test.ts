@@ -3,7 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { DownloadCounter, type DownloadKind } from '../src/modules/downloads/counting.js';
 import { contentDisposition } from '../src/modules/downloads/service.js';
-import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
+import {
+  admin,
+  buildTestApp,
+  createPackage,
+  createVersion,
+  type TestApp,
+  upload,
+  versionCounters,
+} from './helpers/app.js';
 
 let t: TestApp;
 const content = randomBytes(10_000);
@@ -17,14 +25,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-async function counters(versionId: string) {
-  const row = await t.database.db
-    .selectFrom('softwareVersions')
-    .select(['downloadCount', 'launcherDownloadCount'])
-    .where('id', '=', versionId)
-    .executeTakeFirstOrThrow();
-  return { total: row.downloadCount, launcher: row.launcherDownloadCount };
-}
+const counters = (versionId: string) => versionCounters(t, versionId);
 
 async function rollUp() {
   const rows = await t.database.db.selectFrom('downloadDaily').select(['kind', 'count']).execute();

@@ -140,3 +140,13 @@ export async function buildSecondApp(t: TestApp, env: Record<string, string> = {
     },
   };
 }
+
+/** A software version's download counters: all downloads, and those that were launcher self-updates. */
+export async function versionCounters(t: TestApp, versionId: string) {
+  const row = await t.database.db
+    .selectFrom('softwareVersions')
+    .select(['downloadCount', 'launcherDownloadCount'])
+    .where('id', '=', versionId)
+    .executeTakeFirstOrThrow();
+  return { total: row.downloadCount, launcher: row.launcherDownloadCount };
+}

@@ -222,6 +222,17 @@ export class DeltaWorker extends Poller {
 
   /** Claims a job and, when this instance got it, makes one attempt; answers whether it did. */
   async attempt(id: string, at = clockNow()): Promise<boolean> {
+    // From the claim on, a stop aborts this attempt (whatever step it is at).
+    const controller = new AbortController();
+    this.current = controller;
+    try {
+      return await this.attemptClaimed(id, at, controller);
+    } finally {
+      this.current = null;
+    }
+  }
+
+  private async attemptClaimed(id: string, at: number, controller: AbortController): Promise<boolean> {
     let held = at + this.options.leaseMs;
     if (!(await claimJob(this.db, 'softwareDeltas', id, at, held))) return false;
     const job = await this.db.selectFrom('softwareDeltas').selectAll().where('id', '=', id).executeTakeFirst();
@@ -248,8 +259,6 @@ export class DeltaWorker extends Poller {
       Math.max(10, this.options.leaseMs / 3),
     );
     const started = performance.now();
-    const controller = new AbortController();
-    this.current = controller;
     let made: Made | null = null;
     let error: string | null = null;
     try {
@@ -257,7 +266,6 @@ export class DeltaWorker extends Poller {
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
     } finally {
-      this.current = null;
       clearInterval(renew);
       await renewing.catch(() => undefined);
     }
