@@ -1,11 +1,11 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createVersion, upload } from '../../../test/helpers/app.js';
-import { type DeltaOffer, type UpdateInfo, UpdateManager } from '../src/index.js';
+import { AbortedError, type DeltaOffer, type UpdateInfo, UpdateManager } from '../src/index.js';
 import { downloadsOf, launcherPackage, type Service, startService } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
@@ -148,6 +148,30 @@ describe('delta updates in the client', () => {
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
   });
 
+  it('a cancelled delta download stops (no fallback) and keeps its part; the next call resumes it', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const controller = new AbortController();
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isDelta(seen.url)) return undefined;
+      const answer = await upstream();
+      setTimeout(() => controller.abort(), 100);
+      return { ...answer, cutAfter: 1000, hold: true };
+    };
+    const from = s.proxy.seen.length;
+    await expect(
+      manager(stateDir).downloadUpdate(update, { currentFile, signal: controller.signal }),
+    ).rejects.toBeInstanceOf(AbortedError);
+    s.proxy.rule = null;
+    expect(downloads(from).full).toEqual([]);
+    expect(downloadsOf(stateDir)).toContain(`${offer.sha256}.part`);
+    const resumed = s.proxy.seen.length;
+    const done = await manager(stateDir).downloadUpdate(update, { currentFile });
+    expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize - 1000 });
+    expect(s.proxy.seen.slice(resumed).find((r) => isDelta(r.url))?.headers.range).toBe('bytes=1000-');
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  });
+
   it('a corrupted delta is refused before zstd reads it, and the full download ends with the verified file', async () => {
     const update = await mandatoryUpdate();
     const stateDir = s.stateDir();
@@ -182,6 +206,34 @@ describe('delta updates in the client', () => {
         .filter((f) => f !== path.basename(wrong))
         .sort(),
     ).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  });
+
+  it('a delta that rebuilds another file is refused by the check against latest, and the full download follows', async () => {
+    // A valid patch from the current file, to a file one byte off the target (the offer names it, as a
+    // service that mixed up its files would): zstd succeeds, the SHA-256 of latest does not match.
+    const folder = s.stateDir();
+    const other = Buffer.from(builds.after);
+    other[1000] = (other[1000] ?? 0) ^ 0xff;
+    fs.writeFileSync(path.join(folder, 'other'), other);
+    execFileSync('zstd', [
+      '-q',
+      '--long=31',
+      `--patch-from=${currentFile}`,
+      path.join(folder, 'other'),
+      '-o',
+      path.join(folder, 'patch'),
+    ]);
+    const patch = fs.readFileSync(path.join(folder, 'patch'));
+    const update = await mandatoryUpdate();
+    const misnamed = { ...update, delta: { ...offer, fileSize: patch.length, sha256: sha256(patch) } };
+    s.proxy.rule = async (seen, upstream) => (isDelta(seen.url) ? { ...(await upstream()), body: patch } : undefined);
+    const stateDir = s.stateDir();
+    const done = await manager(stateDir).downloadUpdate(misnamed, { currentFile });
+    s.proxy.rule = null;
+    expect(done).toMatchObject({ delta: false, downloadedBytes: patch.length + target.size });
+    expect(done.deltaFailure).toMatch(new RegExp(`SHA-256 is ${sha256(other)}`));
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
   });
 
   it('a delta the service no longer has (404), a missing current file or no zstd: the full download', async () => {
