@@ -246,7 +246,7 @@ export class UpdateManager {
     const final = path.join(folder, UpdateManager.fileName(update));
     const done = { update, file: final, sha256, delta: false, downloadedBytes: 0, deltaFailure: null };
     if (await UpdateManager.alreadyThere(final, expected)) return done;
-    const fetch = { ...options, retry: this.retry };
+    const fetchOptions = { ...options, retry: this.retry };
     let viaDelta = null;
     if (options.currentFile !== undefined && update.delta !== undefined) {
       viaDelta = await applyDelta({
@@ -257,14 +257,14 @@ export class UpdateManager {
         destination: final,
         zstd: this.options.zstd ?? 'zstd',
         checks: this.options.fileChecks ?? [],
-        fetch,
+        download: fetchOptions,
       });
       if (viaDelta.applied) return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes };
     }
     const part = partFiles(dir, sha256);
     let downloadedBytes = viaDelta?.downloadedBytes ?? 0;
     try {
-      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, fetch);
+      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, fetchOptions);
       await verifyFile(part.part, expected, this.options.fileChecks);
       await fs.promises.mkdir(folder, { recursive: true });
       await fs.promises.rename(part.part, final);

@@ -34,7 +34,8 @@ export interface DeltaRequest {
   /** The zstd program. */
   readonly zstd: string;
   readonly checks: readonly FileCheck[];
-  readonly fetch: FetchFileOptions;
+  /** Progress, cancellation and retries of the delta's download. */
+  readonly download: FetchFileOptions;
 }
 
 export type DeltaOutcome =
@@ -89,7 +90,7 @@ function rebuild(program: string, source: string, delta: string, out: string, si
  * the delta's partial download for a later call to resume.
  */
 export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
-  const { dir, offer, fetch } = request;
+  const { dir, offer, download } = request;
   const deltaFiles = partFiles(dir, offer.sha256);
   const rebuilt = path.join(dir, `${request.expected.sha256}.rebuilt`);
   let downloadedBytes = 0;
@@ -98,9 +99,9 @@ export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
     if (unusable !== null) return { applied: false, downloadedBytes, reason: unusable };
     const source = path.resolve(request.currentFile);
     await fs.promises.access(source, fs.constants.R_OK);
-    downloadedBytes = await fetchFile(dir, offer.downloadUrl, offer, fetch);
+    downloadedBytes = await fetchFile(dir, offer.downloadUrl, offer, download);
     await verifyFile(deltaFiles.part, offer);
-    await rebuild(request.zstd, source, deltaFiles.part, rebuilt, fetch.signal);
+    await rebuild(request.zstd, source, deltaFiles.part, rebuilt, download.signal);
     await verifyFile(rebuilt, request.expected, request.checks);
     await fs.promises.mkdir(path.dirname(request.destination), { recursive: true });
     await fs.promises.rename(rebuilt, request.destination);
@@ -109,7 +110,7 @@ export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
   } catch (err) {
     await fs.promises.rm(rebuilt, { force: true });
     if (err instanceof AbortedError) throw err;
-    if (fetch.signal?.aborted) throw new AbortedError('the download was cancelled', { cause: err });
+    if (download.signal?.aborted) throw new AbortedError('the download was cancelled', { cause: err });
     await deltaFiles.remove();
     return { applied: false, downloadedBytes, reason: (err as Error).message };
   }
