@@ -39,18 +39,23 @@ export async function generatedSchema(): Promise<string> {
 
 export const SCHEMA_FILE = OUT;
 
-async function main() {
-  const text = await generatedSchema();
+/** Writes `text` to `out`, or with `--check` fails when `out` differs (run `command` to update it). */
+export function writeOrCheck(out: string, text: string, command: string): void {
+  const name = path.relative(ROOT, out);
   if (process.argv.includes('--check')) {
-    const current = fs.existsSync(OUT) ? fs.readFileSync(OUT, 'utf8') : '';
+    const current = fs.existsSync(out) ? fs.readFileSync(out, 'utf8') : '';
     if (current !== text) {
-      console.error('admin/src/api/schema.d.ts is out of date: run `npm run admin:api`');
+      console.error(`${name} is out of date: run \`${command}\``);
       process.exit(1);
     }
     return;
   }
-  fs.writeFileSync(OUT, text);
-  console.log(`wrote ${path.relative(ROOT, OUT)}`);
+  fs.writeFileSync(out, text);
+  console.log(`wrote ${name}`);
+}
+
+async function main() {
+  writeOrCheck(OUT, await generatedSchema(), 'npm run admin:api');
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {

@@ -3,10 +3,9 @@
  * OpenAPI document, as `gen-admin-api.ts` does for the console, keeping only the public paths a
  * launcher calls: `npm run client:api`. `--check` fails when the committed file differs.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
-import { openapiDocument } from './gen-admin-api.js';
+import { openapiDocument, writeOrCheck } from './gen-admin-api.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 export const CLIENT_SCHEMA_FILE = path.join(ROOT, 'packages/launcher-client/src/api.ts');
@@ -32,17 +31,7 @@ export async function generatedClientSchema(): Promise<string> {
 }
 
 async function main() {
-  const text = await generatedClientSchema();
-  if (process.argv.includes('--check')) {
-    const current = fs.existsSync(CLIENT_SCHEMA_FILE) ? fs.readFileSync(CLIENT_SCHEMA_FILE, 'utf8') : '';
-    if (current !== text) {
-      console.error('packages/launcher-client/src/api.ts is out of date: run `npm run client:api`');
-      process.exit(1);
-    }
-    return;
-  }
-  fs.writeFileSync(CLIENT_SCHEMA_FILE, text);
-  console.log(`wrote ${path.relative(ROOT, CLIENT_SCHEMA_FILE)}`);
+  writeOrCheck(CLIENT_SCHEMA_FILE, await generatedClientSchema(), 'npm run client:api');
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {

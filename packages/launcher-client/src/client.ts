@@ -160,6 +160,16 @@ export class UpdateManager {
     return JSON.parse(body.bytes.toString('utf8')) as T;
   }
 
+  /** `answer`, or null when the service answers 404 (nothing of that name). */
+  private async answerOrNull<T>(url: string): Promise<T | null> {
+    try {
+      return await this.answer<T>(url);
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
   /** Fetches `GET /api/signing-keys` and adopts the keys a trusted key endorsed. */
   async refreshKeys(): Promise<string[]> {
     const url = this.url('/api/signing-keys');
@@ -184,12 +194,7 @@ export class UpdateManager {
       deviceId: await this.deviceId(),
       lang: this.options.lang,
     });
-    try {
-      return await this.answer<CheckUpdateAnswer>(url);
-    } catch (err) {
-      if (err instanceof HttpError && err.status === 404) return null;
-      throw err;
-    }
+    return this.answerOrNull<CheckUpdateAnswer>(url);
   }
 
   private static info(kind: UpdateInfo['kind'], slug: string, answer: CheckUpdateAnswer): UpdateInfo {
@@ -264,6 +269,8 @@ export class UpdateManager {
     const part = partFiles(dir, sha256);
     let downloadedBytes = viaDelta?.downloadedBytes ?? 0;
     try {
+      // The same checks run on this download as on a file rebuilt from a delta (delta.ts) before
+      // either is moved into place.
       downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, fetchOptions);
       await verifyFile(part.part, expected, this.options.fileChecks);
       await fs.promises.mkdir(folder, { recursive: true });
@@ -321,11 +328,6 @@ export class UpdateManager {
     const url = this.url(`/api/releases/by-hash/${encodeURIComponent(sha256.toLowerCase())}`, {
       lang: this.options.lang,
     });
-    try {
-      return await this.answer<ReleaseByHashAnswer>(url);
-    } catch (err) {
-      if (err instanceof HttpError && err.status === 404) return null;
-      throw err;
-    }
+    return this.answerOrNull<ReleaseByHashAnswer>(url);
   }
 }

@@ -4,7 +4,7 @@
  * its raw public key). Adopted keys are remembered in the state folder's `trusted-keys.json`.
  */
 import type { paths } from './api.js';
-import { SignatureError } from './errors.js';
+import { StateError } from './errors.js';
 import { verifyEd25519 } from './http-signature.js';
 import type { StateFolder } from './state.js';
 
@@ -21,12 +21,10 @@ export type SigningKeyEntry =
 
 const ADOPTED_FILE = 'trusted-keys.json';
 
-function rawKey(key: TrustedKey): Buffer {
+/** The raw 32 bytes of a key, or null when `publicKey` is not their canonical base64. */
+function rawKey(key: TrustedKey): Buffer | null {
   const raw = Buffer.from(key.publicKey, 'base64');
-  if (raw.length !== 32 || raw.toString('base64') !== key.publicKey) {
-    throw new SignatureError(`key ${key.keyId}: publicKey is not the base64 of 32 bytes`);
-  }
-  return raw;
+  return raw.length === 32 && raw.toString('base64') === key.publicKey ? raw : null;
 }
 
 export class KeyRing {
@@ -37,12 +35,21 @@ export class KeyRing {
     pinned: readonly TrustedKey[],
     private readonly state: StateFolder,
   ) {
-    for (const key of pinned) this.keys.set(key.keyId, rawKey(key));
+    for (const key of pinned) {
+      const raw = rawKey(key);
+      if (raw === null) throw new TypeError(`trustedKeys: ${key.keyId}'s publicKey is not the base64 of 32 bytes`);
+      this.keys.set(key.keyId, raw);
+    }
   }
 
   private load(): Promise<void> {
     this.loaded ??= this.state.readJson<TrustedKey[]>(ADOPTED_FILE, []).then((adopted) => {
-      for (const key of adopted) if (!this.keys.has(key.keyId)) this.keys.set(key.keyId, rawKey(key));
+      for (const key of adopted) {
+        const raw = rawKey(key);
+        if (raw === null)
+          throw new StateError(`${ADOPTED_FILE}: ${key.keyId}'s publicKey is not the base64 of 32 bytes`);
+        if (!this.keys.has(key.keyId)) this.keys.set(key.keyId, raw);
+      }
     });
     return this.loaded;
   }
@@ -67,13 +74,8 @@ export class KeyRing {
         const endorser = this.keys.get(entry.endorsement.keyId);
         if (endorser === undefined) continue;
         const key = { keyId: entry.keyId, publicKey: entry.publicKey };
-        let raw: Buffer;
-        try {
-          raw = rawKey(key);
-        } catch {
-          continue;
-        }
-        if (!verifyEd25519(endorser, raw, Buffer.from(entry.endorsement.signature, 'base64'))) continue;
+        const raw = rawKey(key);
+        if (raw === null || !verifyEd25519(endorser, raw, Buffer.from(entry.endorsement.signature, 'base64'))) continue;
         this.keys.set(entry.keyId, raw);
         adopted.push(key);
         changed = true;

@@ -255,6 +255,23 @@ describe('the launcher-client command', () => {
     const missing = await cli(['update', '--server', s.proxy.url]);
     expect(missing.code).toBe(1);
     expect(JSON.parse(missing.stderr.trim())).toMatchObject({ kind: 'usage' });
+    const badKeys = path.join(s.stateDir(), 'bad-keys.json');
+    fs.writeFileSync(badKeys, JSON.stringify([{ keyId: 'k', publicKey: 'too short' }]));
+    const bad = await cli([
+      'update',
+      '--server',
+      s.proxy.url,
+      '--trust',
+      badKeys,
+      '--state',
+      s.stateDir(),
+      '--app',
+      'x',
+      '--version-code',
+      '1',
+    ]);
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stderr.trim())).toMatchObject({ kind: 'usage' });
     const unknown = await cli(['frobnicate']);
     expect(unknown.code).toBe(1);
     expect(JSON.parse(unknown.stderr.trim())).toMatchObject({ kind: 'usage' });
