@@ -322,6 +322,10 @@ try {
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
+} catch (err) {
+  // What the service logged says why it answered an error.
+  console.error(`service log (last 4000 characters):\n${server.output().slice(-4000)}`);
+  throw err;
 } finally {
   while (cleanups.length > 0) await cleanups.pop()?.();
   baseline.child.kill('SIGTERM');
