@@ -47,7 +47,7 @@ const PATCH_FROM_SINCE = [1, 4, 5];
 
 const programChecks = new Map<string, Promise<string | null>>();
 
-/** Why `program` cannot rebuild deltas (cannot run, or older than 1.4.5), or null when it can. */
+/** Why `program` cannot rebuild deltas (cannot run, or older than 1.4.5), or null when it can (remembered). */
 export function zstdUnusable(program: string): Promise<string | null> {
   let check = programChecks.get(program);
   if (check === undefined) {
@@ -61,6 +61,8 @@ export function zstdUnusable(program: string): Promise<string | null> {
       });
     });
     programChecks.set(program, check);
+    // A program that could not run may be installed later: only a usable one is remembered.
+    void check.then((reason) => reason !== null && programChecks.delete(program));
   }
   return check;
 }
