@@ -26,10 +26,15 @@ export const seededDeviceId = (n: number) => `bench-device-${n}`;
 /**
  * `count` devices written straight into the database (not through heartbeats), as a fleet of that
  * size looks: app versions spread over 20 releases (a few devices report none), mostly Windows,
- * `onlineShare` of them seen within the last 2 minutes and the rest over the last 95 days (so that a
- * retention sweep finds work), each with its version history row.
+ * `onlineShare` of them seen within the last 2 minutes and the rest over the last `maxAgeDays` days
+ * (past 90, a retention sweep finds work), each with its version history row.
  */
-export async function seedDevices(db: Db, count: number, at: number, onlineShare = 0.35): Promise<void> {
+export async function seedDevices(
+  db: Db,
+  count: number,
+  at: number,
+  { onlineShare = 0.35, maxAgeDays = 95 }: { onlineShare?: number; maxAgeDays?: number } = {},
+): Promise<void> {
   const next = random(count);
   const weights = SEED_VERSIONS.map((_, i) => (2 / 3) ** i);
   const total = weights.reduce((a, b) => a + b, 0);
@@ -41,13 +46,16 @@ export async function seedDevices(db: Db, count: number, at: number, onlineShare
     }
     return SEED_VERSIONS[0] ?? null;
   };
-  const BATCH = 2000;
+  // Large transactions: on SQLite each one rewrites the index pages it touches into the log.
+  const BATCH = 50_000;
   for (let start = 0; start < count; start += BATCH) {
     const devices: Array<Insertable<DevicesTable>> = [];
     const versions: Array<Insertable<DeviceVersionsTable>> = [];
     for (let n = start; n < Math.min(count, start + BATCH); n += 1) {
       const online = next() < onlineShare;
-      const lastMs = Math.round(online ? at - next() * 2 * MINUTE_MS : at - 3 * MINUTE_MS - next() * 95 * DAY_MS);
+      const lastMs = Math.round(
+        online ? at - next() * 2 * MINUTE_MS : at - 3 * MINUTE_MS - next() * maxAgeDays * DAY_MS,
+      );
       const firstMs = Math.round(lastMs - next() * 200 * DAY_MS);
       const appVersion = next() < 0.01 ? null : pickVersion();
       const r = next();

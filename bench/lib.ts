@@ -36,6 +36,8 @@ export interface Scenario {
   baseline?: Baseline;
   /** Large bodies: loaded with wrk (autocannon itself tops out far below what the servers send). */
   wrk?: boolean;
+  /** With `wrk`: a Lua script (bench/lua/) that makes each request, and the environment it reads. */
+  wrkScript?: { path: string; env?: Record<string, string> };
   /** Load of its own kept up while this scenario (and its baseline) is measured; answers how to stop it. */
   background?: () => () => void;
   /**
@@ -84,6 +86,8 @@ export interface BenchRun extends BenchTarget {
   startService(env: Record<string, string>, nodeArgs?: readonly string[]): Promise<ServerProcess>;
   /** Runs `stop` after the run (in reverse order). */
   cleanup(stop: () => Promise<unknown>): void;
+  /** Whether `--only` lets a scenario of this name run (a provider skips costly seeding otherwise). */
+  wanted(name: string): boolean;
 }
 
 export type ScenarioProvider = (target: BenchRun) => Promise<Scenario[]>;

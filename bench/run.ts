@@ -44,6 +44,8 @@ interface Measure {
   errors: number;
   /** p99 of the loaded process's event-loop delay, ms (null: not a Node process). */
   loopP99: number | null;
+  /** The largest event-loop delay of the loaded process in the window, ms (null: not a Node process). */
+  loopMax: number | null;
   /**
    * CPU time the loaded process spent per answered request, µs (null: not a Node process). Steadier
    * than req/s on a shared machine: other load slows a process down but hardly changes its work.
@@ -51,7 +53,7 @@ interface Measure {
   cpuUs: number | null;
 }
 
-type Load = Omit<Measure, 'loopP99' | 'cpuUs'>;
+type Load = Omit<Measure, 'loopP99' | 'loopMax' | 'cpuUs'>;
 
 const PROBE = path.join(import.meta.dirname, 'loop-probe.mjs');
 
@@ -74,6 +76,7 @@ async function measure(url: string, scenario: Scenario, child: ChildProcess | nu
   return {
     ...result,
     loopP99: delay?.p99Ms ?? null,
+    loopMax: delay?.maxMs ?? null,
     cpuUs: delay && result.rps > 0 ? (delay.cpuMs * 1000) / (result.rps * duration) : null,
   };
 }
@@ -87,17 +90,23 @@ function wrkMs(out: string, percentile: string): number {
 }
 
 async function loadWithWrk(url: string, scenario: Scenario): Promise<Load> {
-  const { stdout } = await promisify(execFile)('wrk', [
-    '-t1',
-    `-c${scenario.connections ?? connections}`,
-    `-d${duration}s`,
-    '--latency',
-    // A 100 MiB body to each of 32 connections takes seconds: wrk's 2 s default would cut it off.
-    '--timeout',
-    '60s',
-    ...Object.entries(scenario.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
-    url,
-  ]);
+  const script = scenario.wrkScript;
+  const { stdout } = await promisify(execFile)(
+    'wrk',
+    [
+      '-t1',
+      `-c${scenario.connections ?? connections}`,
+      `-d${duration}s`,
+      '--latency',
+      // A 100 MiB body to each of 32 connections takes seconds: wrk's 2 s default would cut it off.
+      '--timeout',
+      '60s',
+      ...Object.entries(scenario.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+      ...(script ? ['-s', script.path] : []),
+      url,
+    ],
+    { env: { ...process.env, ...script?.env } },
+  );
   const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
   return {
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? 0),
@@ -204,6 +213,10 @@ const fastifyAlone = await startBaseline(uploads, { BASELINE: 'fastify' });
 const cleanups: Array<() => Promise<unknown>> = [];
 const compared = compareEnv ? await startService({ ...serviceEnv, ...compareEnv }) : null;
 
+// --only a,b: the scenarios whose names contain any of the comma-separated parts.
+const only = args.only?.split(',') ?? null;
+const isWanted = (name: string) => only === null || only.some((part) => name.includes(part));
+
 try {
   const login = await fetch(`${server.url}/api/admin/login`, {
     method: 'POST',
@@ -225,12 +238,11 @@ try {
       return other;
     },
     cleanup: (stop) => cleanups.push(stop),
+    wanted: isWanted,
   };
   const scenarios: Scenario[] = [];
   for (const provide of await providers()) scenarios.push(...(await provide(target)));
-  // --only a,b: the scenarios whose names contain any of the comma-separated parts.
-  const wanted = args.only?.split(',') ?? null;
-  const chosen = scenarios.filter((s) => wanted === null || wanted.some((part) => s.name.includes(part)));
+  const chosen = scenarios.filter((s) => isWanted(s.name));
   if (compared) {
     // Seeding went through this process (its heap holds what it built): measure a fresh one, so that
     // both sides start alike.
@@ -242,7 +254,7 @@ try {
     `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
   );
   const header =
-    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base CPU µs/req | ratio | errors |';
+    '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | loop max ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base CPU µs/req | ratio | errors |';
   const rows: string[] = [];
   const comparisons: string[] = [];
   for (const scenario of chosen) {
@@ -307,10 +319,12 @@ try {
           ? ` (aim ≥ ${scenario.aim.toFixed(2)}: met)`
           : ` (aim ≥ ${scenario.aim.toFixed(2)}: MISSED)`;
     const loop = (ms: Measure[]) => (ms[0]?.loopP99 === null ? '–' : median(ms.map((m) => m.loopP99 ?? 0)).toFixed(1));
+    const loopMax = (ms: Measure[]) =>
+      ms[0]?.loopMax === null ? '–' : median(ms.map((m) => m.loopMax ?? 0)).toFixed(1);
     const cpu = (ms: Measure[]) => (ms[0]?.cpuUs === null ? '–' : median(ms.map((m) => m.cpuUs ?? 0)).toFixed(0));
     const ms = (values: number[]) => median(values).toFixed(1);
     rows.push(
-      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
+      `| ${scenario.name} | ${scenario.connections ?? connections} | ${bytes} | ${rps.toFixed(0)} | ${ms(service.map((m) => m.p50))} | ${ms(service.map((m) => m.p99))} | ${loop(service)} | ${loopMax(service)} | ${cpu(service)} | ${base.name} | ${bareRps.toFixed(0)} | ${ms(bare.map((m) => m.p99))} | ${loop(bare)} | ${cpu(bare)} | ${ratio.toFixed(2)}${aim} | ${service.reduce((a, m) => a + m.errors, 0)} |`,
     );
     console.log(rows[rows.length - 1]);
   }
@@ -319,7 +333,7 @@ try {
   const peak = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
   if (peak !== undefined) console.log(`\nservice peak RSS: ${(Number(peak) / 1024).toFixed(0)} MiB`);
   console.log(`\n${header}`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } catch (err) {

@@ -83,7 +83,9 @@ function readKeys(file: string): TrustedKey[] {
 /** A one-line bar on stderr, redrawn in place (only when stderr is a terminal). */
 function progressBar(): ((p: Progress) => void) | undefined {
   if (!process.stderr.isTTY) return undefined;
+  let finished = false;
   return (p) => {
+    if (finished) return;
     const share = p.total > 0 ? Math.min(1, p.bytes / p.total) : 0;
     const width = 30;
     const filled = Math.round(share * width);
@@ -92,7 +94,10 @@ function progressBar(): ((p: Progress) => void) | undefined {
       `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(share * 100).toFixed(0).padStart(3)}% ` +
         `${mib(p.bytes)}/${mib(p.total)} MiB ${mib(p.rate)} MiB/s`,
     );
-    if (p.bytes >= p.total) process.stderr.write('\n');
+    if (p.bytes >= p.total) {
+      finished = true;
+      process.stderr.write('\n');
+    }
   };
 }
 

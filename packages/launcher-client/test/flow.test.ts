@@ -228,6 +228,23 @@ describe("the specification's client flow", () => {
 });
 
 describe('the launcher-client command', () => {
+  it('draws a progress bar on a terminal (stderr), and still ends stdout with the JSON line', async () => {
+    const full = await launcherPackage(s.t, 'tty-launcher');
+    await publishVersion(s.t, full, 1);
+    const v2 = await publishVersion(s.t, full, 2, { forceUpdate: true }, 512 * 1024);
+    const command = [process.execPath, '--import', 'tsx', CLI, ...updateArgs('tty', s.stateDir(), 1)].join(' ');
+    // util-linux's script runs the command on a pseudo-terminal.
+    const output = await new Promise<string>((resolve) => {
+      const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: ROOT });
+      let text = '';
+      child.stdout.on('data', (c: Buffer) => (text += c.toString()));
+      child.on('close', () => resolve(text));
+    });
+    expect(output).toMatch(/\[#{30}\] 100% 0\.5\/0\.5 MiB/);
+    const last = output.trim().split(/\r?\n/).at(-1) ?? '';
+    expect(JSON.parse(last)).toMatchObject({ result: 'mandatory', sha256: v2.sha256 });
+  });
+
   it('device-id prints the id kept in the state folder; heartbeat --once beats with it', async () => {
     const stateDir = s.stateDir();
     const first = await cli(['device-id', '--state', stateDir]);

@@ -13,7 +13,7 @@ const LEASE_MS = 4 * 60 * 1000;
 const JOB = 'device-housekeeping';
 /** Rows a retention pass finds at a time (off the event loop), and changes per statement. */
 const FIND_ROWS = 10_000;
-const CHANGE_ROWS = 500;
+const CHANGE_ROWS = 100;
 
 /**
  * Retention in small steps: `find` answers up to FIND_ROWS keys of rows due (a scan that runs off the
@@ -102,17 +102,35 @@ export class DeviceHousekeeping {
     );
     await inSteps(
       () => this.devicesSeenBefore(devicesBefore, { from: null, withAddress: false }),
-      (keys) =>
-        this.db.deleteFrom('devices').where('deviceId', 'in', keys).where('lastSeenAt', '<', devicesBefore).execute(),
+      (found) =>
+        this.db
+          .deleteFrom('devices')
+          .where(
+            'deviceId',
+            'in',
+            found.map((d) => d.deviceId),
+          )
+          .where('lastSeenAt', '<', devicesBefore)
+          .execute(),
     );
-    // Only the devices that went quiet since this instance's last pass still have an address to blank.
+    // Only the devices that went quiet since this instance's last pass still have an address to blank;
+    // each find goes on from where the last one stopped (blanked rows before it are not scanned again).
+    let from = this.ipsBlankedBefore;
     await inSteps(
-      () => this.devicesSeenBefore(ipsBefore, { from: this.ipsBlankedBefore, withAddress: true }),
-      (keys) =>
+      async () => {
+        const found = await this.devicesSeenBefore(ipsBefore, { from, withAddress: true });
+        from = found.at(-1)?.lastSeenAt ?? from;
+        return found;
+      },
+      (found) =>
         this.db
           .updateTable('devices')
           .set({ ip: null })
-          .where('deviceId', 'in', keys)
+          .where(
+            'deviceId',
+            'in',
+            found.map((d) => d.deviceId),
+          )
           .where('lastSeenAt', '<', ipsBefore)
           .execute(),
     );
@@ -121,15 +139,19 @@ export class DeviceHousekeeping {
     return true;
   }
 
-  /** Devices last seen before `before` (and not before `from`): all, or those that still have an address. */
-  private async devicesSeenBefore(
-    before: string,
-    { from, withAddress }: { from: string | null; withAddress: boolean },
-  ) {
-    let query = this.reads.selectFrom('devices').select('deviceId').where('lastSeenAt', '<', before);
+  /**
+   * Devices last seen before `before` (and not before `from`), oldest first: all of them, or those
+   * that still have an address.
+   */
+  private devicesSeenBefore(before: string, { from, withAddress }: { from: string | null; withAddress: boolean }) {
+    let query = this.reads
+      .selectFrom('devices')
+      .select(['deviceId', 'lastSeenAt'])
+      .where('lastSeenAt', '<', before)
+      .orderBy('lastSeenAt');
     if (from !== null) query = query.where('lastSeenAt', '>=', from);
     if (withAddress) query = query.where('ip', 'is not', null);
-    return (await query.limit(FIND_ROWS).execute()).map((row) => row.deviceId);
+    return query.limit(FIND_ROWS).execute();
   }
 
   /** Takes or renews the lease unless another holder's is still running. */
