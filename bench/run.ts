@@ -338,7 +338,10 @@ try {
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } catch (err) {
   // What the service logged says why it answered an error.
-  console.error(`service log (last 4000 characters):\n${server.output().slice(-4000)}`);
+  const { exitCode, signalCode } = server.child;
+  console.error(
+    `service exit: ${exitCode ?? signalCode ?? 'running'}; log (last 4000 characters):\n${server.output().slice(-4000)}`,
+  );
   throw err;
 } finally {
   while (cleanups.length > 0) await cleanups.pop()?.();
