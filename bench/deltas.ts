@@ -66,6 +66,7 @@ interface Delta {
 }
 
 export const scenarios: ScenarioProvider = async (target) => {
+  if (!target.wanted('delta')) return [];
   const gb = process.env.BENCH_DELTA_GB === '1';
   const store = path.join(target.dataDir, 'uploads', 'bench-deltas');
   fs.mkdirSync(store, { recursive: true });

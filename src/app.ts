@@ -33,6 +33,7 @@ import { DEFAULT_DELTA_OPTIONS, DeltaWorker } from './modules/deltas/worker.js';
 import { DownloadService } from './modules/downloads/service.js';
 import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
+import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
@@ -101,6 +102,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     signer,
     auth: new AuthService(db, config.appName),
     files,
+    resumable: new ResumableUploads(storage, files, {
+      maxBytes: config.maxUploadBytes,
+      expiryHours: config.uploadExpiryHours,
+    }),
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -199,6 +204,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       // A delta being made is abandoned first: its job goes to another instance at once.
       await ctx.deltas.stop();
       ctx.housekeeping.stop();
+      ctx.resumable.stop();
       await ctx.webhooks.stop();
       await server.close();
       await ctx.devices.close();

@@ -13,6 +13,8 @@ export interface Config {
   readonly adminUsername: string;
   readonly adminPassword: string | null;
   readonly maxUploadBytes: number;
+  /** A resumable upload not finished this many hours after its creation is deleted, bytes and all. */
+  readonly uploadExpiryHours: number;
   readonly corsOrigin: string;
   readonly logLevel: string;
   readonly heartbeatFlushMs: number;
@@ -253,6 +255,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminUsername: env.ADMIN_USERNAME || 'admin',
     adminPassword: env.ADMIN_PASSWORD || null,
     maxUploadBytes: integer(env, 'MAX_UPLOAD_BYTES', 4 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
+    uploadExpiryHours: integer(env, 'UPLOAD_EXPIRY_HOURS', 24, 1, 24 * 365),
     corsOrigin: env.CORS_ORIGIN || '*',
     logLevel: env.LOG_LEVEL || 'info',
     heartbeatFlushMs: integer(env, 'HEARTBEAT_FLUSH_MS', 1000, 10, 60_000),

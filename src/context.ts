@@ -7,6 +7,7 @@ import type { DeltaWorker } from './modules/deltas/worker.js';
 import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
 import type { WebhookWorker } from './modules/webhooks/worker.js';
+import type { ResumableUploads } from './modules/files/resumable.js';
 import type { FileService } from './modules/files/service.js';
 import type { SharedLimits } from './shared-limits.js';
 import type { Signer } from './modules/signing/signer.js';
@@ -24,6 +25,8 @@ export interface AppContext {
   readonly signer: Signer;
   readonly auth: AuthService;
   readonly files: FileService;
+  /** Resumable (tus) uploads; their expiry sweep is started by the server. */
+  readonly resumable: ResumableUploads;
   readonly downloads: DownloadService;
   readonly limits: SharedLimits;
   readonly housekeeping: DeviceHousekeeping;

@@ -18,6 +18,9 @@ export function serverTimeouts(timeouts: Timeouts) {
   };
 }
 
+/** The body type of a tus `PATCH` (a chunk of a resumable upload). */
+export const OFFSET_STREAM = 'application/offset+octet-stream';
+
 const kBody = Symbol('body being read');
 const kDeadline = Symbol('body deadline');
 
@@ -65,7 +68,9 @@ export function installBodyDeadline(app: FastifyInstance, ms: number): void {
   app.addHook('preParsing', (request, _reply, payload, done) => {
     const type = request.headers['content-type'];
     const hasBody = request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length']) > 0;
-    if (!hasBody || (typeof type === 'string' && type.startsWith('multipart/'))) return done(null, payload);
+    // Uploads (multipart, and tus chunks of any size) may take long: the idle and request timeouts bound them.
+    const upload = typeof type === 'string' && (type.startsWith('multipart/') || type === OFFSET_STREAM);
+    if (!hasBody || upload) return done(null, payload);
     const socket: Connection = request.raw.socket;
     socket[kDeadline] = performance.now() + ms;
     socket[kBody] = request.raw;

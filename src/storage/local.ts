@@ -3,7 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { FileStore } from '@tus/file-store';
 import { FileBody } from './file-body.js';
+import { RESUMABLE_FOLDER, type ResumableStore } from './resumable.js';
 import { type ByteRange, isSafeKey, type ObjectInfo, type Storage, type WrittenObject } from './storage.js';
 
 /** Passes bytes through while counting and hashing them. */
@@ -124,5 +126,25 @@ export class LocalStorage implements Storage {
     const entry = this.resolve(key);
     const folder = await this.realFolder(entry);
     if (folder !== null) await fs.promises.rm(path.join(folder, path.basename(entry)), { force: true });
+  }
+
+  resumable(expiryMs: number): ResumableStore {
+    const directory = path.join(this.root, RESUMABLE_FOLDER);
+    fs.mkdirSync(directory, { recursive: true });
+    const datastore = new FileStore({ directory, expirationPeriodInMilliseconds: expiryMs });
+    return {
+      datastore,
+      idPrefix: '',
+      read: async (id) => datastore.read(id),
+      // Each upload has its bytes and a `<id>.json` record; a record alone (bytes gone) is listed too.
+      list: async () =>
+        (await fs.promises.readdir(directory))
+          .filter((name) => name.endsWith('.json'))
+          .map((name) => name.slice(0, -5)),
+      remove: async (id) => {
+        await fs.promises.rm(path.join(directory, id), { force: true });
+        await fs.promises.rm(path.join(directory, `${id}.json`), { force: true });
+      },
+    };
   }
 }

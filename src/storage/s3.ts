@@ -1,9 +1,13 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { S3Store } from '@tus/s3-store';
 import {
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetObjectCommand,
+  type GetObjectCommandOutput,
   HeadObjectCommand,
+  ListObjectsV2Command,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
@@ -12,6 +16,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { StorageConfig } from '../config.js';
 import { contentDisposition } from '../modules/downloads/service.js';
 import { hashingCounter } from './local.js';
+import { isGone, RESUMABLE_FOLDER, type ResumableStore } from './resumable.js';
 import { type ByteRange, isSafeKey, type ObjectInfo, type Storage, type WrittenObject } from './storage.js';
 
 export type S3StorageConfig = Extract<StorageConfig, { kind: 's3' }>;
@@ -25,6 +30,22 @@ function isNotFound(err: unknown): boolean {
   return e?.name === 'NotFound' || e?.name === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404;
 }
 
+/** tus's S3 store, whose `remove` (termination) also deletes the short tail it keeps as `<id>.part`. */
+class ResumableS3Store extends S3Store {
+  override async remove(id: string): Promise<void> {
+    await super.remove(id);
+    await this.client.deleteObject({ Bucket: this.bucket, Key: this.partKey(id, true) });
+  }
+}
+
+/** An object's body as a Node stream. */
+function bodyStream(body: GetObjectCommandOutput['Body']): Readable {
+  if (body instanceof Readable) return body;
+  if (body === undefined) return Readable.from([]);
+  // Other runtimes answer a web stream; Node answers a Readable (kept above).
+  return Readable.fromWeb(body.transformToWebStream() as Parameters<typeof Readable.fromWeb>[0]);
+}
+
 /**
  * S3-compatible object storage (AWS S3, MinIO, Ceph, R2, …) through the AWS SDK. Credentials come
  * from the SDK's default chain (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, profiles, instance roles).
@@ -34,6 +55,8 @@ export class S3Storage implements Storage {
   readonly kind = 's3' as const;
   readonly client: S3Client;
   private readonly presignClient: S3Client;
+  /** The client settings, kept for the resumable uploads' own client. */
+  private readonly clientConfig: S3ClientConfig;
 
   constructor(
     private readonly config: S3StorageConfig,
@@ -53,7 +76,8 @@ export class S3Storage implements Storage {
         : {}),
       ...overrides,
     });
-    this.client = new S3Client(clientConfig(config.endpoint));
+    this.clientConfig = clientConfig(config.endpoint);
+    this.client = new S3Client(this.clientConfig);
     // Signing is local: a second client only changes the host that presigned URLs name.
     this.presignClient =
       config.publicEndpoint === null ? this.client : new S3Client(clientConfig(config.publicEndpoint));
@@ -108,11 +132,7 @@ export class S3Storage implements Storage {
         ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
       }),
     );
-    const body = answer.Body;
-    if (body instanceof Readable) return body;
-    if (body === undefined) return Readable.from([]);
-    // Other runtimes answer a web stream; Node answers a Readable (kept above).
-    return Readable.fromWeb(body.transformToWebStream() as Parameters<typeof Readable.fromWeb>[0]);
+    return bodyStream(answer.Body);
   }
 
   async delete(key: string): Promise<void> {
@@ -135,5 +155,56 @@ export class S3Storage implements Storage {
     this.client.destroy();
     if (this.presignClient !== this.client) this.presignClient.destroy();
     return Promise.resolve();
+  }
+
+  /**
+   * Resumable uploads as S3 multipart uploads under `<prefix>/.tus/` in the same bucket (with
+   * `<id>.info` records and a `<id>.part` for a tail shorter than a part), so every instance sees them.
+   */
+  resumable(expiryMs: number): ResumableStore {
+    const bucket = this.config.bucket;
+    const idPrefix = `${this.config.prefix === '' ? '' : `${this.config.prefix}/`}${RESUMABLE_FOLDER}/`;
+    const datastore = new ResumableS3Store({
+      partSize: PART_SIZE,
+      expirationPeriodInMilliseconds: expiryMs,
+      // Expiry is the service's own sweep (on its clock), not bucket lifecycle rules on tags.
+      useTags: false,
+      s3ClientConfig: { ...this.clientConfig, bucket },
+    });
+    const client = this.client;
+    return {
+      datastore,
+      idPrefix,
+      read: async (id) =>
+        bodyStream((await client.send(new GetObjectCommand({ Bucket: bucket, Key: idPrefix + id }))).Body),
+      async list() {
+        const ids: string[] = [];
+        let token: string | undefined;
+        do {
+          const page = await client.send(
+            new ListObjectsV2Command({ Bucket: bucket, Prefix: idPrefix, ContinuationToken: token }),
+          );
+          for (const object of page.Contents ?? []) {
+            const key = object.Key ?? '';
+            if (key.endsWith('.info')) ids.push(key.slice(idPrefix.length, -'.info'.length));
+          }
+          token = page.IsTruncated ? page.NextContinuationToken : undefined;
+        } while (token !== undefined);
+        return ids;
+      },
+      async remove(id) {
+        const name = idPrefix + id;
+        // Aborts the multipart upload (its parts); then whatever objects remain of it go.
+        await datastore.remove(name).catch((err: unknown) => {
+          if (!isGone(err)) throw err;
+        });
+        await client.send(
+          new DeleteObjectsCommand({
+            Bucket: bucket,
+            Delete: { Objects: [{ Key: name }, { Key: `${name}.info` }, { Key: `${name}.part` }] },
+          }),
+        );
+      },
+    };
   }
 }

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { ResumableStore } from './resumable.js';
 
 export interface ByteRange {
   /** First byte, inclusive. */
@@ -33,6 +34,8 @@ export interface Storage {
   localPath?(key: string): string | null;
   /** A short-lived URL a client may download from directly, when the operator enabled it. */
   presignedUrl?(key: string, fileName: string): Promise<string | null>;
+  /** Where resumable uploads wait until complete; each expires `expiryMs` after its creation. */
+  resumable(expiryMs: number): ResumableStore;
   close?(): Promise<void>;
 }
 

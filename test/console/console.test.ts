@@ -142,12 +142,22 @@ describe('admin console in Chromium against the real service', () => {
     await card.getByTestId('new-version').click();
     await page.getByTestId('ver-version').fill('1.2.0');
     await page.getByTestId('ver-code').fill('120');
+    // The upload is resumable (tus): its first chunk's connection drops, and it goes on from there.
+    const chunks: string[] = [];
+    await page.route('**/api/admin/uploads/*', async (route) => {
+      const method = route.request().method();
+      chunks.push(method);
+      if (method === 'PATCH' && chunks.filter((m) => m === 'PATCH').length === 1) await route.abort('connectionreset');
+      else await route.continue();
+    });
     await page.getByTestId('file-input').setInputFiles({
       name: 'launcher-setup.exe',
       mimeType: 'application/octet-stream',
       buffer: Buffer.alloc(3 * 1024 * 1024, 7),
     });
     await page.getByText(/Uploaded: launcher-setup\.exe/).waitFor();
+    expect(chunks).toEqual(['PATCH', 'HEAD', 'PATCH', 'GET']);
+    await page.unroute('**/api/admin/uploads/*');
     expect(
       await page.locator('[data-testid="upload-progress"] [role="progressbar"]').getAttribute('aria-valuenow'),
     ).toBe('100');

@@ -7,9 +7,21 @@ import { freePort } from './process.js';
 /** The access key pair s3rver accepts (it checks the key id; SigV4 signatures are not verified). */
 export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 
+interface KoaContext {
+  method: string;
+  path: string;
+  query: Record<string, string | undefined>;
+  status: number;
+  type: string;
+  body: string;
+}
+
 interface S3rverInstance {
   run(): Promise<unknown>;
   close(): Promise<void>;
+  /** Koa's middleware list (s3rver is a Koa app). */
+  middleware: ((ctx: KoaContext, next: () => Promise<void>) => Promise<void>)[];
+  store: { getResourcePath(bucket: string, key: string | undefined, resource: string): string };
 }
 type S3rverClass = new (options: Record<string, unknown>) => S3rverInstance;
 
@@ -34,6 +46,7 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
     directory: dir,
     configureBuckets: [{ name: bucket, configs: [] }],
   });
+  server.middleware.unshift(multipartUploadParts(server));
   await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   return {
@@ -53,5 +66,51 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
       await server.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+const xmlText = (value: string) => value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/**
+ * The two multipart-upload calls s3rver lacks and `@tus/s3-store` makes: ListParts (`GET
+ * ?uploadId=`) and AbortMultipartUpload (`DELETE ?uploadId=`), answered from s3rver's own
+ * folder of pending parts (`<n>` and `<n>.md5` files), as S3 answers them.
+ */
+function multipartUploadParts(server: S3rverInstance) {
+  return async (ctx: KoaContext, next: () => Promise<void>): Promise<void> => {
+    const uploadId = ctx.query.uploadId;
+    const match = /^\/([^/]+)\/(.+)$/.exec(ctx.path);
+    if (uploadId === undefined || match === null || (ctx.method !== 'GET' && ctx.method !== 'DELETE')) return next();
+    const [, bucket = '', key = ''] = match;
+    const folder = path.join(server.store.getResourcePath(bucket, undefined, 'uploads'), path.basename(uploadId));
+    if (!fs.existsSync(folder)) {
+      ctx.status = 404;
+      ctx.type = 'application/xml';
+      ctx.body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message><UploadId>${xmlText(uploadId)}</UploadId></Error>`;
+      return;
+    }
+    if (ctx.method === 'DELETE') {
+      fs.rmSync(folder, { recursive: true, force: true });
+      ctx.status = 204;
+      ctx.body = '';
+      return;
+    }
+    const parts = fs
+      .readdirSync(folder)
+      .filter((name) => /^\d+$/.test(name))
+      .map(Number)
+      .sort((a, b) => a - b)
+      .map((n) => {
+        const file = path.join(folder, String(n));
+        const md5 = fs.readFileSync(`${file}.md5`, 'utf8').trim();
+        const stat = fs.statSync(file);
+        return `<Part><PartNumber>${n}</PartNumber><LastModified>${stat.mtime.toISOString()}</LastModified><ETag>"${md5}"</ETag><Size>${stat.size}</Size></Part>`;
+      });
+    ctx.status = 200;
+    ctx.type = 'application/xml';
+    ctx.body =
+      '<?xml version="1.0" encoding="UTF-8"?>\n<ListPartsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+      `<Bucket>${xmlText(bucket)}</Bucket><Key>${xmlText(decodeURIComponent(key))}</Key><UploadId>${xmlText(uploadId)}</UploadId>` +
+      `<IsTruncated>false</IsTruncated>${parts.join('')}</ListPartsResult>`;
   };
 }

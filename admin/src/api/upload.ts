@@ -1,11 +1,33 @@
+import { DetailedError, Upload } from 'tus-js-client';
 import { ApiError } from './client';
 import type { Paths } from './client';
 
-export type UploadResult = Paths['/api/upload']['post']['responses'][201]['content']['application/json'];
+export type UploadResult = Paths['/api/admin/uploads/{id}']['get']['responses'][200]['content']['application/json'];
+
+const ENDPOINT = '/api/admin/uploads';
+/** Below common proxies' body caps (Cloudflare stops at 100 MB). */
+const CHUNK_BYTES = 50 * 1024 * 1024;
+
+/** The service's `{error}` message of a failed tus request, else the client's own. */
+function apiError(error: Error): ApiError {
+  if (error instanceof DetailedError && error.originalResponse !== null) {
+    const status = error.originalResponse.getStatus();
+    try {
+      const body = JSON.parse(error.originalResponse.getBody()) as { error?: unknown };
+      if (typeof body.error === 'string') return new ApiError(status, body.error, ENDPOINT);
+    } catch {
+      // not JSON
+    }
+    return new ApiError(status, error.message, ENDPOINT);
+  }
+  return new ApiError(0, error.message, ENDPOINT);
+}
 
 /**
- * `POST /api/upload` with XMLHttpRequest, because fetch cannot report upload progress.
- * `onProgress` receives 0..1.
+ * A resumable upload (tus, `/api/admin/uploads`) in chunks: a dropped connection is retried from
+ * where the service holds the file, and choosing the same file again after a closed tab resumes it
+ * (tus-js-client remembers the upload in localStorage by the file's name, type, size and date).
+ * `onProgress` receives 0..1; the answer is the stored file, as the multipart upload answers it.
  */
 export function uploadFile(
   file: File,
@@ -13,36 +35,37 @@ export function uploadFile(
   signal?: AbortSignal,
 ): Promise<UploadResult> {
   return new Promise((resolve, reject) => {
-    const xhr = new XMLHttpRequest();
-    xhr.open('POST', '/api/upload');
-    xhr.withCredentials = true;
-    xhr.responseType = 'text';
-    xhr.upload.onprogress = (event) => {
-      if (event.lengthComputable && event.total > 0) onProgress(event.loaded / event.total);
-    };
-    xhr.onload = () => {
-      let body: unknown = null;
-      try {
-        body = JSON.parse(xhr.responseText);
-      } catch {
-        // not JSON
-      }
-      if (xhr.status === 201 || xhr.status === 200) {
-        onProgress(1);
-        resolve(body as UploadResult);
-        return;
-      }
-      const message =
-        body !== null && typeof body === 'object' && typeof (body as { error?: unknown }).error === 'string'
-          ? (body as { error: string }).error
-          : xhr.statusText || 'upload failed';
-      reject(new ApiError(xhr.status, message, '/api/upload'));
-    };
-    xhr.onerror = () => reject(new ApiError(0, 'network error', '/api/upload'));
-    xhr.onabort = () => reject(new ApiError(0, 'upload cancelled', '/api/upload'));
-    signal?.addEventListener('abort', () => xhr.abort());
-    const form = new FormData();
-    form.append('file', file, file.name);
-    xhr.send(form);
+    const upload = new Upload(file, {
+      endpoint: ENDPOINT,
+      metadata: { filename: file.name, filetype: file.type || 'application/octet-stream' },
+      chunkSize: CHUNK_BYTES,
+      retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
+      removeFingerprintOnSuccess: true,
+      onProgress: (sent, total) => onProgress(total > 0 ? sent / total : 0),
+      onSuccess: () => {
+        const url = upload.url ?? '';
+        fetch(url, { credentials: 'same-origin' })
+          .then(async (res) => {
+            const body = (await res.json()) as UploadResult | { error?: string };
+            if (!res.ok) throw new ApiError(res.status, 'error' in body ? (body.error ?? res.statusText) : '', url);
+            onProgress(1);
+            resolve(body as UploadResult);
+          })
+          .catch(reject);
+      },
+      onError: (error) => reject(apiError(error)),
+    });
+    signal?.addEventListener('abort', () => {
+      void upload.abort(true);
+      reject(new ApiError(0, 'upload cancelled', ENDPOINT));
+    });
+    upload
+      .findPreviousUploads()
+      .then((previous) => {
+        const last = previous[0];
+        if (last !== undefined) upload.resumeFromPreviousUpload(last);
+        upload.start();
+      })
+      .catch(reject);
   });
 }

@@ -5,7 +5,9 @@ import type { AppContext } from '../../context.js';
 import { adminScope, changesBy } from '../../http/auth.js';
 import { AppError, badRequest } from '../../http/errors.js';
 import { ErrorResponse } from '../../http/schemas.js';
+import { OFFSET_STREAM } from '../../http/timeouts.js';
 import { filePathFromKey, isSafeKey } from '../../storage/storage.js';
+import { RESUMABLE_PATH } from './resumable.js';
 
 const Uploaded = Type.Object({
   filePath: Type.String({ description: 'server path, usable as imageUrl or filePath' }),
@@ -25,7 +27,7 @@ function malformed(err: unknown, fromBody = true): never {
 }
 
 export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
-  const { files, downloads } = ctx;
+  const { files, downloads, resumable } = ctx;
   return async (app) => {
     await app.register(
       adminScope(ctx.auth, async (admin) => {
@@ -62,6 +64,48 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             }
             return reply.code(201).send(uploaded);
           },
+        );
+      }),
+    );
+
+    // Resumable uploads (tus 1.0.0): the same credentials and roles as the multipart upload.
+    await app.register(
+      adminScope(ctx.auth, async (admin) => {
+        admin.addHook('onRequest', changesBy('publisher', 'editor'));
+        // tus reads the chunk itself, streamed: the body is left untouched here.
+        admin.addContentTypeParser(OFFSET_STREAM, (_request, _payload, done) => done(null));
+        const tus = {
+          tags: ['files (admin)'],
+          description:
+            'tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every ' +
+            'request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.',
+        };
+        admin.route({
+          method: ['OPTIONS', 'POST'],
+          url: RESUMABLE_PATH,
+          // OPTIONS here is tus discovery (with credentials, like every admin endpoint), not a CORS preflight.
+          config: { cors: { preflight: false } },
+          schema: { ...tus, summary: 'Resumable upload: discover (OPTIONS) or create (POST, answers Location)' },
+          handler: (request, reply) => resumable.handle(request, reply),
+        });
+        admin.route({
+          method: ['HEAD', 'PATCH', 'DELETE'],
+          url: `${RESUMABLE_PATH}/:id`,
+          schema: { ...tus, summary: 'Resumable upload: offset (HEAD), append (PATCH), cancel (DELETE)' },
+          handler: (request, reply) => resumable.handle(request, reply),
+        });
+        admin.get(
+          `${RESUMABLE_PATH}/:id`,
+          {
+            exposeHeadRoute: false,
+            schema: {
+              tags: ['files (admin)'],
+              summary: 'The stored file of a finished resumable upload, like the multipart answer',
+              params: Type.Object({ id: Type.String() }),
+              response: { 200: Uploaded, 404: ErrorResponse, 409: ErrorResponse },
+            },
+          },
+          async (request) => resumable.result(request.params.id),
         );
       }),
     );

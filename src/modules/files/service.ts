@@ -43,7 +43,7 @@ export function servedType(name: string): { contentType: string; inline: boolean
 }
 
 /** A store key that keeps a readable, ASCII-safe form of the original name after a unique part. */
-export function keyForUpload(originalName: string, now = new Date()): string {
+export function keyForUpload(originalName: string, now = new Date(), unique: string = randomUUID()): string {
   const base = originalName.split(/[\\/]/).pop() ?? '';
   const safe = base
     .normalize('NFKD')
@@ -51,7 +51,7 @@ export function keyForUpload(originalName: string, now = new Date()): string {
     .replace(/^[._]+/, '')
     .slice(-80);
   const month = now.toISOString().slice(0, 7);
-  return `${month}/${randomUUID()}${safe === '' ? '' : `-${safe}`}`;
+  return `${month}/${unique}${safe === '' ? '' : `-${safe}`}`;
 }
 
 /** Original names kept in memory: a download would otherwise look its file's name up every time. */
@@ -68,8 +68,16 @@ export class FileService {
     private readonly onUploaded?: (bytes: number) => void,
   ) {}
 
-  async upload(source: Readable, originalName: string, mimeType: string): Promise<UploadedFile> {
-    const key = keyForUpload(originalName);
+  /**
+   * Streams `source` into the store under `key` (a fresh one by default) and records it. Storing the
+   * same key again (a resumable upload finished by two instances at once) keeps the first record.
+   */
+  async upload(
+    source: Readable,
+    originalName: string,
+    mimeType: string,
+    key = keyForUpload(originalName),
+  ): Promise<UploadedFile> {
     const written = await this.storage.write(key, source, servedType(originalName).contentType);
     await this.db.transaction().execute(async (trx) => {
       await trx
@@ -82,6 +90,7 @@ export class FileService {
           contentType: mimeType,
           createdAt: nowIso(),
         })
+        .onConflict((oc) => oc.column('key').doNothing())
         .execute();
       await recordAudit(trx, { target: { type: 'files', id: filePathFromKey(key) } });
     });
@@ -96,6 +105,18 @@ export class FileService {
     await this.storage.delete(key);
     await this.db.deleteFrom('files').where('key', '=', key).execute();
     this.names.delete(key);
+  }
+
+  /** The upload record of a stored file whose key holds `unique` (a resumable upload's id). */
+  async findByUnique(unique: string): Promise<UploadedFile | null> {
+    if (!/^[0-9a-f-]{36}$/.test(unique)) return null;
+    const row = await this.db
+      .selectFrom('files')
+      .select(['key', 'originalName', 'size', 'sha256'])
+      .where('key', 'like', `%/${unique}%`)
+      .executeTakeFirst();
+    if (row === undefined) return null;
+    return { filePath: filePathFromKey(row.key), originalName: row.originalName, size: row.size, sha256: row.sha256 };
   }
 
   /** The original name of an uploaded file, used for download file names. */

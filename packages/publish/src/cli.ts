@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+/**
+ * launcher-publish: publish launcher versions and addon releases from CI.
+ * The token comes from LAUNCHER_TOKEN only. Success: one JSON line on stdout, exit 0.
+ * Failure: {"error": "..."} on stderr, exit 1.
+ */
+import { commands, type Context } from './commands.js';
+import { parseOptions, renderOptions, UsageError } from './options.js';
+
+function topHelp(): string {
+  const width = Math.max(...Object.keys(commands).map((name) => name.length)) + 2;
+  const lines = Object.entries(commands).map(([name, command]) => `  ${name.padEnd(width)}${command.summary}`);
+  return [
+    'Usage: launcher-publish <command> [options]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'The API token is read from the LAUNCHER_TOKEN environment variable (never from a flag).',
+    'Unfinished uploads are remembered (by server, file size and SHA-256) in $LAUNCHER_PUBLISH_STATE,',
+    'else $XDG_STATE_HOME/launcher-publish/uploads.json (~/.local/state/launcher-publish/uploads.json):',
+    'rerunning the same command resumes the upload where it stopped.',
+    'Success: one JSON line on stdout, exit 0. Failure: {"error": ...} on stderr, exit 1.',
+    "Run `launcher-publish <command> --help` for a command's options.",
+  ].join('\n');
+}
+
+export async function main(argv: string[], context: Context, out: NodeJS.WritableStream): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    out.write(topHelp() + '\n');
+    return name === undefined ? 1 : 0;
+  }
+  const command = commands[name];
+  if (!command) throw new UsageError(`unknown command "${name}" (see launcher-publish --help)`);
+  const options = parseOptions(rest, command.options);
+  if (options.help) {
+    out.write(
+      `Usage: launcher-publish ${name} [options]\n\n${command.summary}\n\nOptions:\n${renderOptions(command.options)}\n`,
+    );
+    return 0;
+  }
+  const answer = await command.run(options, context);
+  out.write(JSON.stringify(answer) + '\n');
+  return 0;
+}
+
+main(process.argv.slice(2), { progress: process.stderr, env: process.env }, process.stdout).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(JSON.stringify({ error: message }) + '\n');
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,214 @@
+/**
+ * The commands of launcher-publish. Each is a name, a summary, the options it takes and a run function
+ * that answers the JSON value printed on stdout.
+ */
+import { type Addon, Api, type Package, type Release, tokenFrom, type Version } from './api.js';
+import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
+import { progressReporter } from './progress.js';
+import { FileUrlStorage, stateFile } from './state.js';
+import { CHUNK_BYTES, describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
+
+export interface Context {
+  /** Where progress goes (stderr); stdout carries only the answer's JSON line. */
+  progress: NodeJS.WritableStream & { isTTY?: boolean };
+  env: NodeJS.ProcessEnv;
+}
+
+export interface Command {
+  summary: string;
+  options: OptionSpecs;
+  run(options: ParsedOptions, context: Context): Promise<unknown>;
+}
+
+const server: OptionSpecs = {
+  server: { value: 'URL', help: 'the service, e.g. https://dist.example.com', required: true },
+};
+
+/** Options of the commands that upload a build. */
+const upload: OptionSpecs = {
+  file: { value: 'F', help: 'the build to upload', required: true },
+  'chunk-size': {
+    value: 'BYTES',
+    help: `bytes per upload request (default ${CHUNK_BYTES}, under proxies' body caps)`,
+  },
+};
+
+const changelog: OptionSpecs = {
+  'changelog-zh': { value: 'T', help: 'changelog (Chinese)' },
+  'changelog-en': { value: 'T', help: 'changelog (English)' },
+};
+
+const versionId: OptionSpecs = {
+  'version-id': { value: 'ID', help: 'the launcher version', required: true },
+};
+
+function apiFor(options: ParsedOptions, context: Context): Api {
+  return new Api(options.require('server'), tokenFrom(context.env));
+}
+
+function integerOption(options: ParsedOptions, name: string, min: number, max: number): number | undefined {
+  const text = options.get(name);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value < min || value > max) {
+    throw new UsageError(`--${name}: must be an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+/** Only the options given: the service's defaults stand for the rest. */
+function defined(fields: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
+}
+
+/** A rerun: the entry that exists already, when it holds this very file; else a conflict naming both. */
+function sameFile<T extends { sha256: string | null }>(existing: T, file: LocalFile, what: string): T {
+  if (existing.sha256 === file.sha256) return existing;
+  throw new Error(
+    `conflict: ${what} already exists with a different file (sha256 ${existing.sha256 ?? 'unknown'}, ` +
+      `this file ${file.sha256})`,
+  );
+}
+
+/** Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. */
+async function publishFile<T>(
+  api: Api,
+  options: ParsedOptions,
+  file: LocalFile,
+  context: Context,
+  create: (filePath: string) => Promise<T>,
+): Promise<T> {
+  const state = new FileUrlStorage(stateFile(context.env));
+  const progress = progressReporter(context.progress, `upload ${file.name}`);
+  const chunkBytes = integerOption(options, 'chunk-size', 1, Number.MAX_SAFE_INTEGER) ?? CHUNK_BYTES;
+  const stored = await uploadFile(api, file, { state, progress, chunkBytes });
+  progress.done();
+  const created = await create(stored.filePath);
+  await forgetUpload(api, file, state);
+  return created;
+}
+
+async function publishVersion(options: ParsedOptions, context: Context): Promise<unknown> {
+  const api = apiFor(options, context);
+  const slug = options.require('package');
+  const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
+  const rolloutPercent = integerOption(options, 'rollout', 0, 100);
+  const file = await describeFile(options.require('file'));
+  const pkg = await api.json<Package>('GET', `/api/admin/software/${encodeURIComponent(slug)}`);
+  const existing = pkg.versions.find((v) => v.versionCode === versionCode);
+  if (existing !== undefined) {
+    return sameFile(
+      existing,
+      file,
+      `${slug} versionCode ${versionCode} (version ${existing.version}, id ${existing.id})`,
+    );
+  }
+  return publishFile(api, options, file, context, (filePath) =>
+    api.json<Version>(
+      'POST',
+      `/api/software/${encodeURIComponent(pkg.id)}/versions`,
+      defined({
+        version: options.require('version'),
+        versionCode,
+        changelogZh: options.get('changelog-zh'),
+        changelogEn: options.get('changelog-en'),
+        downloadType: 'local',
+        filePath,
+        forceUpdate: options.flag('force') || undefined,
+        minVersion: options.get('min-version'),
+        rolloutPercent,
+        publishAt: options.get('publish-at'),
+      }),
+    ),
+  );
+}
+
+async function publishRelease(options: ParsedOptions, context: Context): Promise<unknown> {
+  const api = apiFor(options, context);
+  const slug = options.require('addon');
+  const version = options.require('version');
+  const requires = (options.get('requires') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const file = await describeFile(options.require('file'));
+  const addon = await api.json<Addon>('GET', `/api/addons/${encodeURIComponent(slug)}`);
+  const existing = addon.releases.find((r) => r.version === version);
+  if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
+  return publishFile(api, options, file, context, (filePath) =>
+    api.json<Release>(
+      'POST',
+      '/api/releases',
+      defined({
+        addonId: addon.id,
+        version,
+        changelogZh: options.get('changelog-zh'),
+        changelogEn: options.get('changelog-en'),
+        downloadType: 'local',
+        filePath,
+        dependencies: requires.length > 0 ? requires.map((dependency) => ({ slug: dependency })) : undefined,
+      }),
+    ),
+  );
+}
+
+function versionPath(options: ParsedOptions): string {
+  return `/api/software/versions/${encodeURIComponent(options.require('version-id'))}`;
+}
+
+const setRollout = (percent: (options: ParsedOptions) => number) => (options: ParsedOptions, context: Context) =>
+  apiFor(options, context).json<Version>('PUT', versionPath(options), { rolloutPercent: percent(options) });
+
+const setRevoked = (action: 'revoke' | 'unrevoke') => (options: ParsedOptions, context: Context) =>
+  apiFor(options, context).json<Version>('POST', `${versionPath(options)}/${action}`);
+
+export const commands: Record<string, Command> = {
+  version: {
+    summary: 'upload a launcher build (resumable) and create its version; rerunning is safe',
+    options: {
+      ...server,
+      package: { value: 'SLUG', help: 'the launcher package', required: true },
+      version: { value: 'V', help: 'the version name, e.g. 1.4.0', required: true },
+      'version-code': { value: 'N', help: 'the integer version code', required: true },
+      ...upload,
+      ...changelog,
+      force: { help: 'force the update on launchers below this version' },
+      'min-version': { value: 'V', help: 'the lowest version allowed to keep running' },
+      rollout: { value: 'P', help: 'staged rollout percentage (1-100)' },
+      'publish-at': { value: 'ISO', help: 'publish at this time (ISO 8601)' },
+    },
+    run: publishVersion,
+  },
+  release: {
+    summary: 'upload an addon build (resumable) and create its release; rerunning is safe',
+    options: {
+      ...server,
+      addon: { value: 'SLUG', help: 'the addon', required: true },
+      version: { value: 'V', help: 'the release version', required: true },
+      ...upload,
+      ...changelog,
+      requires: { value: 'SLUG,...', help: 'addons this release requires' },
+    },
+    run: publishRelease,
+  },
+  rollout: {
+    summary: "set a version's rollout percentage",
+    options: { ...server, ...versionId, percent: { value: 'P', help: 'percentage (0-100; 0 halts)', required: true } },
+    run: setRollout((options) => integerOption(options, 'percent', 0, 100) ?? 100),
+  },
+  halt: {
+    summary: "halt a version's rollout (rollout 0: no further devices are offered it)",
+    options: { ...server, ...versionId },
+    run: setRollout(() => 0),
+  },
+  revoke: {
+    summary: 'withdraw a version: never offered again, devices on it are sent back',
+    options: { ...server, ...versionId },
+    run: setRevoked('revoke'),
+  },
+  unrevoke: {
+    summary: 'offer a withdrawn version again',
+    options: { ...server, ...versionId },
+    run: setRevoked('unrevoke'),
+  },
+};

@@ -1,0 +1,98 @@
+/**
+ * The resumable upload of a build: tus (tus-js-client) to the service's `/api/admin/uploads`,
+ * resuming an interrupted upload of the same file from where the service holds it.
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Upload } from 'tus-js-client';
+import type { Api, StoredFile } from './api.js';
+import type { Progress } from './progress.js';
+import { FileUrlStorage } from './state.js';
+
+/** Below common proxies' body caps (Cloudflare stops at 100 MB). */
+export const CHUNK_BYTES = 50 * 1024 * 1024;
+
+export interface LocalFile {
+  path: string;
+  name: string;
+  size: number;
+  sha256: string;
+}
+
+/** Size and SHA-256 of a file, streamed. */
+export async function describeFile(file: string): Promise<LocalFile> {
+  let size: number;
+  try {
+    const stat = fs.statSync(file);
+    if (!stat.isFile()) throw new Error('not a file');
+    size = stat.size;
+  } catch (err) {
+    throw new Error(`--file: cannot read ${file} (${(err as Error).message})`, { cause: err });
+  }
+  const hash = createHash('sha256');
+  await pipeline(fs.createReadStream(file), hash);
+  return { path: file, name: path.basename(file), size, sha256: hash.digest('hex') };
+}
+
+export interface UploadOptions {
+  state: FileUrlStorage;
+  progress: Progress;
+  chunkBytes?: number;
+}
+
+/**
+ * Uploads `file` (or resumes its remembered upload) and answers the stored file. The upload URL is
+ * remembered under the file's server, size and SHA-256 until the service has the whole file.
+ */
+export async function uploadFile(api: Api, file: LocalFile, options: UploadOptions): Promise<StoredFile> {
+  const fingerprint = fingerprintOf(api, file);
+  const remembered = options.state.urlOf(fingerprint);
+  if (remembered !== null) {
+    // Finished before (the version was not created then): the service still has the stored file.
+    const finished = await api.json<StoredFile>('GET', remembered).catch(() => null);
+    if (finished !== null && finished.sha256 === file.sha256) return finished;
+  }
+  const url = await new Promise<string>((resolve, reject) => {
+    const upload = new Upload(fs.createReadStream(file.path), {
+      endpoint: api.url('/api/admin/uploads'),
+      headers: api.headers,
+      metadata: { filename: file.name, filetype: 'application/octet-stream' },
+      uploadSize: file.size,
+      chunkSize: options.chunkBytes ?? CHUNK_BYTES,
+      retryDelays: [0, 1000, 3000, 5000],
+      fingerprint: async () => fingerprint,
+      urlStorage: options.state,
+      storeFingerprintForResuming: true,
+      // Kept until the stored file is read back below, then forgotten by the caller.
+      removeFingerprintOnSuccess: false,
+      onProgress: options.progress,
+      onSuccess: () => resolve(upload.url ?? ''),
+      onError: reject,
+    });
+    upload
+      .findPreviousUploads()
+      .then((previous) => {
+        const last = previous[0];
+        if (last !== undefined) upload.resumeFromPreviousUpload(last);
+        upload.start();
+      })
+      .catch(reject);
+  });
+  const stored = await api.json<StoredFile>('GET', url);
+  if (stored.sha256 !== file.sha256 || stored.size !== file.size) {
+    throw new Error(`the service stored ${stored.size} bytes with SHA-256 ${stored.sha256}, not this file`);
+  }
+  return stored;
+}
+
+/** A file's identity in the state file: the server, its size and its SHA-256. */
+function fingerprintOf(api: Api, file: LocalFile): string {
+  return `${api.server} ${file.size} ${file.sha256}`;
+}
+
+/** Forgets a file's upload once its version or release exists. */
+export async function forgetUpload(api: Api, file: LocalFile, state: FileUrlStorage): Promise<void> {
+  await state.removeUpload(fingerprintOf(api, file));
+}
