@@ -14,14 +14,18 @@ import type { TrustedKey } from './trust.js';
 const HELP = `Usage:
   launcher-client update --server URL --trust KEYS.json --state DIR --app APP --version-code N
                          [--patch-version-code M] [--lang zh|en] [--publisher-key PUB ...]
+                         [--current-file PATH]
       Checks APP-launcher, then APP-launcher-patch (with M, default N), as the specification's
       client flow says, and downloads the mandatory update or the patch into DIR/downloads.
       KEYS.json: an array of {keyId, publicKey} as GET /api/signing-keys lists them.
       PUB (repeatable): a minisign public key file of the publisher; with one, a download is kept
       only when its fileSignature verifies with a pinned key and names this package, versionCode
       and SHA-256.
+      --current-file: the installed APP-launcher file (version N); a mandatory update is then
+      rebuilt from it and the delta the service offers (with the zstd program), falling back to
+      the full download on any failure (the reason goes to stderr as {"warning"}).
       Last line on stdout: {"result": "up-to-date"|"mandatory"|"patch", "optional", "version",
-      "versionCode", "file", "sha256", "downgrade"}.
+      "versionCode", "file", "sha256", "downgrade", "delta", "downloadedBytes"}.
   launcher-client heartbeat --server URL --state DIR --version-code N [--app-version V] [--once]
       One heartbeat with --once; without it, beats every 60 s until interrupted.
   launcher-client device-id --state DIR
@@ -44,6 +48,7 @@ const OPTIONS = {
   'app-version': { type: 'string' },
   lang: { type: 'string' },
   'publisher-key': { type: 'string', multiple: true },
+  'current-file': { type: 'string' },
   once: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -127,7 +132,14 @@ async function update(values: Values): Promise<unknown> {
   const optional = check.optional && { version: check.optional.version, versionCode: check.optional.versionCode };
   if (check.update === null) return { result: check.result, optional };
   const onProgress = progressBar();
-  const downloaded = await manager.downloadUpdate(check.update, onProgress ? { onProgress } : {});
+  const currentFile = check.update.kind === 'full' ? values['current-file'] : undefined;
+  const downloaded = await manager.downloadUpdate(check.update, {
+    ...(onProgress ? { onProgress } : {}),
+    ...(currentFile === undefined ? {} : { currentFile }),
+  });
+  if (downloaded.deltaFailure !== null) {
+    process.stderr.write(`${JSON.stringify({ warning: `delta not used: ${downloaded.deltaFailure}` })}\n`);
+  }
   return {
     result: check.result,
     optional,
@@ -136,6 +148,8 @@ async function update(values: Values): Promise<unknown> {
     file: downloaded.file,
     sha256: downloaded.sha256,
     downgrade: check.update.downgrade,
+    delta: downloaded.delta,
+    downloadedBytes: downloaded.downloadedBytes,
   };
 }
 

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
+import { applyDelta, type DeltaOffer } from './delta.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
 import { HttpError, IntegrityError, LauncherClientError, PublisherSignatureError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
@@ -66,6 +67,8 @@ export interface UpdateManagerOptions {
    * this update (else `PublisherSignatureError`, the file deleted).
    */
   publisherKeys?: readonly string[];
+  /** The zstd program that rebuilds delta updates (default: `zstd` on the PATH). */
+  zstd?: string;
 }
 
 /** A version the flow offers. */
@@ -83,6 +86,8 @@ export interface UpdateInfo {
   readonly fileSignature: string | null;
   /** True when the device runs a revoked version: install this one even though it is lower. */
   readonly downgrade: boolean;
+  /** A delta from the version checked with, when the service has one (see `DownloadOptions.currentFile`). */
+  readonly delta?: DeltaOffer;
 }
 
 /** What the specification's flow concluded. */
@@ -98,6 +103,12 @@ export interface UpdateCheck {
 export interface DownloadOptions {
   onProgress?: (progress: Progress) => void;
   signal?: AbortSignal;
+  /**
+   * The installed file of the version the update was checked with. When the service offers a delta
+   * from it, the update is rebuilt from this file and the (much smaller) delta; any failure of that
+   * falls back to the full download.
+   */
+  currentFile?: string;
 }
 
 /** A verified file in the state folder's downloads. */
@@ -106,6 +117,12 @@ export interface DownloadedUpdate {
   /** Absolute path. */
   readonly file: string;
   readonly sha256: string;
+  /** True when the file was rebuilt from a delta. */
+  readonly delta: boolean;
+  /** Bytes received by this call's completed downloads (0 when the file was already there). */
+  readonly downloadedBytes: number;
+  /** Why an offered delta was not used (then the full file was downloaded), else null. */
+  readonly deltaFailure: string | null;
 }
 
 export class UpdateManager {
@@ -222,6 +239,7 @@ export class UpdateManager {
       sha256: latest.sha256,
       fileSignature: latest.fileSignature ?? null,
       downgrade: answer.downgrade === true,
+      ...(latest.delta === undefined ? {} : { delta: latest.delta }),
     };
   }
 
@@ -250,7 +268,7 @@ export class UpdateManager {
   /**
    * Downloads `update` into the state folder's downloads (resuming an earlier attempt), checks its
    * size, SHA-256 and any `fileChecks`, and moves it to `downloads/<sha256>/<file name>`. A file that
-   * fails a check is deleted.
+   * fails a check is deleted. With `currentFile` and a delta offered, the delta comes first (`delta.ts`).
    */
   async downloadUpdate(update: UpdateInfo, options: DownloadOptions = {}): Promise<DownloadedUpdate> {
     const sha256 = update.sha256?.toLowerCase() ?? null;
@@ -262,12 +280,29 @@ export class UpdateManager {
     const folder = path.join(dir, sha256);
     const final = path.join(folder, UpdateManager.fileName(update));
     const checks = [...(this.options.fileChecks ?? []), ...this.publisherCheck(update)];
-    if (await UpdateManager.alreadyThere(final, expected, checks)) return { update, file: final, sha256 };
+    const done = { update, file: final, sha256, delta: false, downloadedBytes: 0, deltaFailure: null };
+    if (await UpdateManager.alreadyThere(final, expected, checks)) return done;
+    const fetchOptions = { ...options, retry: this.retry };
+    let viaDelta = null;
+    if (options.currentFile !== undefined && update.delta !== undefined) {
+      viaDelta = await applyDelta({
+        dir,
+        offer: update.delta,
+        currentFile: options.currentFile,
+        expected,
+        destination: final,
+        zstd: this.options.zstd ?? 'zstd',
+        checks,
+        download: fetchOptions,
+      });
+      if (viaDelta.applied) return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes };
+    }
     const part = partFiles(dir, sha256);
+    let downloadedBytes = viaDelta?.downloadedBytes ?? 0;
     try {
-      // Whatever produces the file (this download; a delta applied to the installed version, later)
-      // writes the part file, and the same checks run on it before it is moved into place.
-      await fetchFile(dir, update.downloadUrl, expected, { ...options, retry: this.retry });
+      // The same checks run on this download as on a file rebuilt from a delta (delta.ts) before
+      // either is moved into place.
+      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, fetchOptions);
       await verifyFile(part.part, expected, checks);
       await fs.promises.mkdir(folder, { recursive: true });
       await fs.promises.rename(part.part, final);
@@ -277,7 +312,7 @@ export class UpdateManager {
       throw err;
     }
     await part.remove();
-    return { update, file: final, sha256 };
+    return { ...done, downloadedBytes, deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null };
   }
 
   /**

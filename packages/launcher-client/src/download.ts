@@ -64,14 +64,14 @@ async function sizeOf(file: string): Promise<number> {
 /**
  * Fetches `url` into the partial file of `sha256` until it holds `total` bytes (or the server ends
  * the file), resuming what an earlier attempt left (`partFiles`). The caller verifies the partial
- * file, then renames or deletes it.
+ * file, then renames or deletes it. Answers the bytes received by this call (a resumed part's are not).
  */
 export async function fetchFile(
   dir: string,
   url: string,
   expected: { fileSize: number; sha256: string },
   options: FetchFileOptions,
-): Promise<void> {
+): Promise<number> {
   await fs.promises.mkdir(dir, { recursive: true });
   const files = partFiles(dir, expected.sha256);
   const started = Date.now();
@@ -140,5 +140,6 @@ export async function fetchFile(
     }
     report(have, true);
   };
-  return withRetries(attempt, options.retry, options.signal);
+  await withRetries(attempt, options.retry, options.signal);
+  return received;
 }

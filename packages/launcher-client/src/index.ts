@@ -13,6 +13,7 @@ export {
   UpdateManager,
   type UpdateManagerOptions,
 } from './client.js';
+export type { DeltaOffer } from './delta.js';
 export type { Progress } from './download.js';
 export {
   AbortedError,

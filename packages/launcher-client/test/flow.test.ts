@@ -122,6 +122,8 @@ describe("the specification's client flow", () => {
       file: path.join(stateDir, 'downloads', p2.sha256, 'opt-launcher-patch-1.2'),
       sha256: p2.sha256,
       downgrade: false,
+      delta: false,
+      downloadedBytes: 2048,
     });
     // Not a terminal: no progress bar.
     expect(run.stderr).toBe('');
@@ -159,6 +161,8 @@ describe("the specification's client flow", () => {
       file: path.join(stateDir, 'downloads', v2.sha256, 'force-launcher-1.2'),
       sha256: v2.sha256,
       downgrade: false,
+      delta: false,
+      downloadedBytes: 2048,
     });
     expect(fs.readFileSync(path.join(stateDir, 'downloads', v2.sha256, 'force-launcher-1.2')).equals(v2.content)).toBe(
       true,
@@ -216,6 +220,8 @@ describe("the specification's client flow", () => {
       file: path.join(stateDir, 'downloads', v1.sha256, 'rev-launcher-1.1'),
       sha256: v1.sha256,
       downgrade: true,
+      delta: false,
+      downloadedBytes: 2048,
     });
     expect(downloadsOf(stateDir)).toContain(path.join(v1.sha256, 'rev-launcher-1.1'));
   });

@@ -1,0 +1,119 @@
+/**
+ * Delta updates. check-update's `latest.delta` names a zstd frame compressed with the installed
+ * version's file as its prefix (`zstd --patch-from`). Given that file, `applyDelta` downloads the
+ * delta (resumable, and verified against the signed answer before anything reads it), rebuilds the
+ * new file with the `zstd` program into the state folder's downloads (zstd writes it: the file is
+ * never held in memory here), verifies it against `latest` and moves it into place. Any failure is
+ * reported, not thrown (the caller then downloads the full file), except a cancellation.
+ */
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fetchFile, type FetchFileOptions, partFiles } from './download.js';
+import { AbortedError } from './errors.js';
+import { type ExpectedFile, type FileCheck, verifyFile } from './verify.js';
+
+/** check-update's `latest.delta`: a patch from the version the client checked with. */
+export interface DeltaOffer {
+  readonly fromVersionCode: number;
+  readonly downloadUrl: string;
+  readonly fileSize: number;
+  readonly sha256: string;
+}
+
+export interface DeltaRequest {
+  /** The state folder's downloads. */
+  readonly dir: string;
+  readonly offer: DeltaOffer;
+  /** The installed file of the version `offer.fromVersionCode`. */
+  readonly currentFile: string;
+  /** What the rebuilt file must be (`latest`'s size and SHA-256). */
+  readonly expected: ExpectedFile;
+  /** Where the verified file goes (renamed, on the downloads' file system). */
+  readonly destination: string;
+  /** The zstd program. */
+  readonly zstd: string;
+  readonly checks: readonly FileCheck[];
+  /** Progress, cancellation and retries of the delta's download. */
+  readonly download: FetchFileOptions;
+}
+
+export type DeltaOutcome =
+  | { readonly applied: true; readonly downloadedBytes: number }
+  | { readonly applied: false; readonly downloadedBytes: number; readonly reason: string };
+
+/** `--patch-from` came with zstd 1.4.5. */
+const PATCH_FROM_SINCE = [1, 4, 5];
+
+const programChecks = new Map<string, Promise<string | null>>();
+
+/** Why `program` cannot rebuild deltas (cannot run, or older than 1.4.5), or null when it can (remembered). */
+export function zstdUnusable(program: string): Promise<string | null> {
+  let check = programChecks.get(program);
+  if (check === undefined) {
+    check = new Promise((resolve) => {
+      execFile(program, ['--version'], { timeout: 10_000 }, (err, stdout) => {
+        if (err) return resolve(`${program} cannot run: ${err.message}`);
+        const version = /v(\d+)\.(\d+)\.(\d+)/.exec(stdout)?.slice(1).map(Number);
+        if (version === undefined) return resolve(`${program} --version names no version`);
+        const order = version.map((n, i) => n - (PATCH_FROM_SINCE[i] ?? 0)).find((d) => d !== 0) ?? 0;
+        resolve(order < 0 ? `${program} is ${version.join('.')}: --patch-from needs 1.4.5` : null);
+      });
+    });
+    programChecks.set(program, check);
+    // A program that could not run may be installed later: only a usable one is remembered.
+    void check.then((reason) => reason !== null && programChecks.delete(program));
+  }
+  return check;
+}
+
+/**
+ * `zstd -d --long=31 --patch-from=SOURCE -o OUT -- DELTA`, spawned without a shell. `--long=31`
+ * admits the 2 GiB windows the service may use; zstd checks the frame's checksum and deletes OUT
+ * when it fails. Memory: zstd holds the source and the new file's window (about both sizes).
+ */
+function rebuild(program: string, source: string, delta: string, out: string, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const args = ['-q', '-d', '-f', '--long=31', `--patch-from=${source}`, '-o', out, '--', delta];
+    const child = spawn(program, args, { stdio: ['ignore', 'ignore', 'pipe'], ...(signal ? { signal } : {}) });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+    child.once('error', reject);
+    child.once('close', (code, killed) => {
+      if (code === 0) return resolve();
+      reject(new Error(`zstd exited with ${code ?? killed ?? 'no status'}: ${stderr.trim() || 'no message'}`));
+    });
+  });
+}
+
+/**
+ * Downloads `offer`, rebuilds the new file from `currentFile` and moves it, verified, to
+ * `destination`. Leaves no file behind on failure; a cancellation throws `AbortedError` and keeps
+ * the delta's partial download for a later call to resume.
+ */
+export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
+  const { dir, offer, download } = request;
+  const deltaFiles = partFiles(dir, offer.sha256);
+  const rebuilt = path.join(dir, `${request.expected.sha256}.rebuilt`);
+  let downloadedBytes = 0;
+  try {
+    const unusable = await zstdUnusable(request.zstd);
+    if (unusable !== null) return { applied: false, downloadedBytes, reason: unusable };
+    const source = path.resolve(request.currentFile);
+    await fs.promises.access(source, fs.constants.R_OK);
+    downloadedBytes = await fetchFile(dir, offer.downloadUrl, offer, download);
+    await verifyFile(deltaFiles.part, offer);
+    await rebuild(request.zstd, source, deltaFiles.part, rebuilt, download.signal);
+    await verifyFile(rebuilt, request.expected, request.checks);
+    await fs.promises.mkdir(path.dirname(request.destination), { recursive: true });
+    await fs.promises.rename(rebuilt, request.destination);
+    await deltaFiles.remove();
+    return { applied: true, downloadedBytes };
+  } catch (err) {
+    await fs.promises.rm(rebuilt, { force: true });
+    if (err instanceof AbortedError) throw err;
+    if (download.signal?.aborted) throw new AbortedError('the download was cancelled', { cause: err });
+    await deltaFiles.remove();
+    return { applied: false, downloadedBytes, reason: (err as Error).message };
+  }
+}

@@ -1,0 +1,308 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createVersion, upload } from '../../../test/helpers/app.js';
+import { AbortedError, type DeltaOffer, type UpdateInfo, UpdateManager } from '../src/index.js';
+import { downloadsOf, launcherPackage, type Service, startService } from './helpers.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../../..');
+const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
+const MB = 1024 * 1024;
+const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+
+/**
+ * Two builds of a launcher: random bytes (as a compressed installer's are), then the next build with
+ * bytes inserted, removed and rewritten at a few places.
+ */
+function twoBuilds(size = 4 * MB): { before: Buffer; after: Buffer } {
+  const before = randomBytes(size);
+  const edits = [
+    { at: 0.1, remove: 0, insert: 30_000 },
+    { at: 0.35, remove: 50_000, insert: 0 },
+    { at: 0.6, remove: 40_000, insert: 40_000 },
+    { at: 0.85, remove: 1000, insert: 5000 },
+  ];
+  const pieces: Buffer[] = [];
+  let from = 0;
+  for (const edit of edits) {
+    const at = Math.floor(size * edit.at);
+    pieces.push(before.subarray(from, at), randomBytes(edit.insert));
+    from = at + edit.remove;
+  }
+  pieces.push(before.subarray(from));
+  return { before, after: Buffer.concat(pieces) };
+}
+
+const builds = twoBuilds();
+const target = { sha256: sha256(builds.after), size: builds.after.length };
+let s: Service;
+let offer: DeltaOffer;
+let currentFile: string;
+let keysFile: string;
+
+beforeAll(async () => {
+  s = await startService();
+  expect(await s.t.app.ctx.deltas.launch((err) => expect.fail(String(err)))).toBe(true);
+  const pkg = await launcherPackage(s.t, 'delta-launcher');
+  const one = await upload(s.t, 'delta-1.exe', builds.before);
+  await createVersion(s.t, pkg, { version: '1.0', versionCode: 1, filePath: one.filePath });
+  const two = await upload(s.t, 'delta-2.exe', builds.after);
+  await createVersion(s.t, pkg, { version: '2.0', versionCode: 2, filePath: two.filePath, forceUpdate: true });
+  const folder = s.stateDir();
+  currentFile = path.join(folder, 'delta-launcher-1.0.exe');
+  fs.writeFileSync(currentFile, builds.before);
+  keysFile = path.join(folder, 'keys.json');
+  fs.writeFileSync(keysFile, JSON.stringify(await s.keys()));
+  // The service makes the delta in the background: check-update offers it once it is ready
+  // (asked through the proxy, so its URLs are those the client sees).
+  await vi.waitFor(
+    async () => {
+      const answer = await fetch(`${s.proxy.url}/api/software/check-update?slug=delta-launcher&versionCode=1`);
+      const { latest } = (await answer.json()) as { latest: { delta?: DeltaOffer } };
+      expect(latest.delta).toBeDefined();
+      offer = latest.delta!;
+    },
+    { timeout: 30_000, interval: 200 },
+  );
+}, 60_000);
+afterAll(() => s.close());
+
+function manager(stateDir: string, extra: { zstd?: string } = {}) {
+  return new UpdateManager({
+    serverUrl: s.proxy.url,
+    trustedKeys: [],
+    stateDir,
+    app: 'delta',
+    retry: { baseDelayMs: 10, retries: 2 },
+    ...extra,
+  });
+}
+
+/** The mandatory update to 2.0 the flow finds for a launcher on 1.0 (answers verified with the service's keys). */
+async function mandatoryUpdate(): Promise<UpdateInfo> {
+  const m = new UpdateManager({
+    serverUrl: s.proxy.url,
+    trustedKeys: await s.keys(),
+    stateDir: s.stateDir(),
+    app: 'delta',
+  });
+  const check = await m.checkForUpdates(1);
+  expect(check.result).toBe('mandatory');
+  return check.update!;
+}
+
+/** Paths of the delta and full downloads the proxy saw since `from`. */
+function downloads(from: number) {
+  const urls = s.proxy.seen.slice(from).map((r) => new URL(r.url, 'http://x').pathname);
+  return {
+    delta: urls.filter((u) => /^\/api\/software\/download\/[^/]+\/delta\/1$/.test(u)),
+    full: urls.filter((u) => /^\/api\/software\/download\/[^/]+$/.test(u)),
+  };
+}
+
+const isDelta = (url: string) => url.includes('/delta/');
+
+describe('delta updates in the client', () => {
+  it('the flow carries the offer: a delta from 1, much smaller than the file', async () => {
+    const update = await mandatoryUpdate();
+    expect(update.delta).toEqual(offer);
+    expect(offer.fromVersionCode).toBe(1);
+    expect(offer.fileSize).toBeLessThan(target.size / 10);
+    expect(update).toMatchObject({ fileSize: target.size, sha256: target.sha256 });
+  });
+
+  it('rebuilds the update from the current file and the delta: the target exactly, only the delta downloaded', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const from = s.proxy.seen.length;
+    const done = await manager(stateDir).downloadUpdate(update, { currentFile });
+    expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize, deltaFailure: null });
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(done.file).toBe(path.join(stateDir, 'downloads', target.sha256, 'delta-launcher-2.0'));
+    expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
+    // Nothing else left: no partial delta, no rebuilt temporary file.
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    // The next call finds the verified file and downloads nothing.
+    const again = await manager(stateDir).downloadUpdate(update, { currentFile });
+    expect(again).toMatchObject({ file: done.file, delta: false, downloadedBytes: 0 });
+  });
+
+  it('a cut-off delta download resumes with Range and If-Range, as every download', async () => {
+    const update = await mandatoryUpdate();
+    let cut = false;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isDelta(seen.url) || cut) return undefined;
+      cut = true;
+      return { ...(await upstream()), cutAfter: 1000 };
+    };
+    const from = s.proxy.seen.length;
+    const done = await manager(s.stateDir()).downloadUpdate(update, { currentFile });
+    s.proxy.rule = null;
+    const tries = s.proxy.seen.slice(from).filter((r) => isDelta(r.url));
+    // The resumed request asks for the rest of what arrived before the cut (up to 1000 bytes on a busy machine).
+    expect(tries.map((r) => r.headers.range)).toEqual([undefined, expect.stringMatching(/^bytes=\d+-$/)]);
+    expect(Number(/\d+/.exec(String(tries[1]?.headers.range))?.[0])).toBeLessThanOrEqual(1000);
+    expect(tries[1]?.headers['if-range']).toBe(`"${offer.sha256}"`);
+    expect(done.delta).toBe(true);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+  });
+
+  it('a cancelled delta download stops (no fallback) and keeps its part; the next call resumes it', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const controller = new AbortController();
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isDelta(seen.url)) return undefined;
+      const answer = await upstream();
+      return { ...answer, cutAfter: 1000, hold: true };
+    };
+    const from = s.proxy.seen.length;
+    const cancelled = manager(stateDir).downloadUpdate(update, { currentFile, signal: controller.signal });
+    // Cancelled once the first 1000 bytes are on disk (the proxy holds the rest back).
+    const part = path.join(stateDir, 'downloads', `${offer.sha256}.part`);
+    await vi.waitFor(() => expect(fs.statSync(part).size).toBe(1000), { timeout: 10_000, interval: 20 });
+    controller.abort();
+    await expect(cancelled).rejects.toBeInstanceOf(AbortedError);
+    s.proxy.rule = null;
+    expect(downloads(from).full).toEqual([]);
+    expect(downloadsOf(stateDir)).toContain(`${offer.sha256}.part`);
+    const resumed = s.proxy.seen.length;
+    const done = await manager(stateDir).downloadUpdate(update, { currentFile });
+    expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize - 1000 });
+    expect(s.proxy.seen.slice(resumed).find((r) => isDelta(r.url))?.headers.range).toBe('bytes=1000-');
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  });
+
+  it('a corrupted delta is refused before zstd reads it, and the full download ends with the verified file', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isDelta(seen.url)) return undefined;
+      const answer = await upstream();
+      const body = Buffer.from(answer.body);
+      body[body.length >> 1] = (body[body.length >> 1] ?? 0) ^ 0xff;
+      return { ...answer, body };
+    };
+    const from = s.proxy.seen.length;
+    const done = await manager(stateDir).downloadUpdate(update, { currentFile });
+    s.proxy.rule = null;
+    expect(done).toMatchObject({ delta: false, downloadedBytes: offer.fileSize + target.size });
+    expect(done.deltaFailure).toMatch(/SHA-256/);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [expect.any(String)] });
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  });
+
+  it('a wrong current file fails in zstd (the frame checksum), and the full download follows', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const wrong = path.join(stateDir, 'not-the-installed-file.exe');
+    fs.writeFileSync(wrong, randomBytes(builds.before.length));
+    const done = await manager(stateDir).downloadUpdate(update, { currentFile: wrong });
+    expect(done).toMatchObject({ delta: false, downloadedBytes: offer.fileSize + target.size });
+    expect(done.deltaFailure).toMatch(/zstd exited with 1/);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(
+      downloadsOf(stateDir)
+        .filter((f) => f !== path.basename(wrong))
+        .sort(),
+    ).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  });
+
+  it('a delta that rebuilds another file is refused by the check against latest, and the full download follows', async () => {
+    // A valid patch from the current file, to a file one byte off the target (the offer names it, as a
+    // service that mixed up its files would): zstd succeeds, the SHA-256 of latest does not match.
+    const folder = s.stateDir();
+    const other = Buffer.from(builds.after);
+    other[1000] = (other[1000] ?? 0) ^ 0xff;
+    fs.writeFileSync(path.join(folder, 'other'), other);
+    execFileSync('zstd', [
+      '-q',
+      '--long=31',
+      `--patch-from=${currentFile}`,
+      path.join(folder, 'other'),
+      '-o',
+      path.join(folder, 'patch'),
+    ]);
+    const patch = fs.readFileSync(path.join(folder, 'patch'));
+    const update = await mandatoryUpdate();
+    const misnamed = { ...update, delta: { ...offer, fileSize: patch.length, sha256: sha256(patch) } };
+    s.proxy.rule = async (seen, upstream) => (isDelta(seen.url) ? { ...(await upstream()), body: patch } : undefined);
+    const stateDir = s.stateDir();
+    const done = await manager(stateDir).downloadUpdate(misnamed, { currentFile });
+    s.proxy.rule = null;
+    expect(done).toMatchObject({ delta: false, downloadedBytes: patch.length + target.size });
+    expect(done.deltaFailure).toMatch(new RegExp(`SHA-256 is ${sha256(other)}`));
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  });
+
+  it('a delta the service no longer has (404), a missing current file or no zstd: the full download', async () => {
+    const update = await mandatoryUpdate();
+    s.proxy.rule = (seen) =>
+      isDelta(seen.url) ? { status: 404, headers: {}, body: Buffer.from('{"error":"gone"}') } : undefined;
+    let from = s.proxy.seen.length;
+    const missing = await manager(s.stateDir()).downloadUpdate(update, { currentFile });
+    s.proxy.rule = null;
+    expect(missing).toMatchObject({ delta: false, downloadedBytes: target.size });
+    expect(missing.deltaFailure).toMatch(/404/);
+    expect(downloads(from).delta).toHaveLength(1);
+
+    from = s.proxy.seen.length;
+    const noFile = await manager(s.stateDir()).downloadUpdate(update, { currentFile: '/nonexistent/launcher.exe' });
+    expect(noFile).toMatchObject({ delta: false, downloadedBytes: target.size });
+    expect(noFile.deltaFailure).toMatch(/ENOENT/);
+    const noZstd = await manager(s.stateDir(), { zstd: '/nonexistent/zstd' }).downloadUpdate(update, { currentFile });
+    expect(noZstd).toMatchObject({ delta: false, downloadedBytes: target.size });
+    expect(noZstd.deltaFailure).toMatch(/cannot run/);
+    // Neither asked for the delta: it would not have been used.
+    expect(downloads(from)).toMatchObject({ delta: [], full: [expect.any(String), expect.any(String)] });
+    for (const done of [missing, noFile, noZstd]) expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+  });
+
+  it('no current file: the full download, the delta not asked for', async () => {
+    const update = await mandatoryUpdate();
+    const from = s.proxy.seen.length;
+    const done = await manager(s.stateDir()).downloadUpdate(update);
+    expect(done).toMatchObject({ delta: false, downloadedBytes: target.size, deltaFailure: null });
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloads(from)).toMatchObject({ delta: [], full: [expect.any(String)] });
+  });
+
+  it('the command: --current-file takes the delta; its JSON line says delta and downloadedBytes', async () => {
+    const run = (stateDir: string, more: string[]) =>
+      promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', CLI, 'update', '--server', s.proxy.url, '--trust', keysFile, '--state', stateDir].concat([
+          '--app',
+          'delta',
+          '--version-code',
+          '1',
+          ...more,
+        ]),
+        { cwd: ROOT },
+      );
+    const lastLine = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    const withDelta = await run(s.stateDir(), ['--current-file', currentFile]);
+    expect(lastLine(withDelta.stdout)).toMatchObject({
+      result: 'mandatory',
+      versionCode: 2,
+      sha256: target.sha256,
+      delta: true,
+      downloadedBytes: offer.fileSize,
+    });
+    const full = await run(s.stateDir(), []);
+    expect(lastLine(full.stdout)).toMatchObject({ sha256: target.sha256, delta: false, downloadedBytes: target.size });
+    // A delta that fails says why on stderr, and the line still ends with the verified file.
+    const wrong = path.join(s.stateDir(), 'wrong.exe');
+    fs.writeFileSync(wrong, randomBytes(1000));
+    const fellBack = await run(s.stateDir(), ['--current-file', wrong]);
+    expect(lastLine(fellBack.stdout)).toMatchObject({ sha256: target.sha256, delta: false });
+    expect(JSON.parse(fellBack.stderr.trim().split('\n').at(-1) ?? '')).toMatchObject({
+      warning: expect.stringMatching(/^delta not used: zstd exited/),
+    });
+  });
+});
