@@ -48,7 +48,12 @@ describe('downloads', () => {
     const done = await manager(stateDir).downloadUpdate(update, { onProgress: (p) => progress.push(p) });
     s.proxy.rule = null;
     const requests = s.proxy.seen.slice(before).filter((r) => isDownload(r.url));
-    expect(requests.map((r) => r.headers.range)).toEqual([undefined, `bytes=${half}-`]);
+    // The resumed request asks for the rest of what reached the file before the cut: up to half (the
+    // last bytes the proxy wrote may still be in flight when it drops the connection on a busy machine).
+    expect(requests.map((r) => r.headers.range)).toEqual([undefined, expect.stringMatching(/^bytes=\d+-$/)]);
+    const resumedAt = Number(/\d+/.exec(String(requests[1]?.headers.range))?.[0]);
+    expect(resumedAt).toBeGreaterThan(0);
+    expect(resumedAt).toBeLessThanOrEqual(half);
     expect(requests[1]?.headers['if-range']).toBe(`"${update.sha256}"`);
     expect(done.file).toBe(path.join(stateDir, 'downloads', update.sha256!, 'dl-launcher-1.2'));
     expect(fs.readFileSync(done.file).equals(content)).toBe(true);
