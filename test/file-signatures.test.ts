@@ -113,6 +113,22 @@ describe('fileSignature without PUBLISHER_KEYS', () => {
     expect(removed.json()).not.toHaveProperty('fileSignature');
   });
 
+  it("is returned by the website's latest?info=1 of the launcher package, absent when there is none", async () => {
+    const launcher = await createPackage(t, { slug: `${t.app.ctx.config.appName}-launcher`, name: '启动器' });
+    const file = await store(t, 'launcher bytes for the website');
+    const unsigned = await createVersion(t, launcher.id, { version: '1.0', versionCode: 1, filePath: file.filePath });
+    const plain = (await t.inject('/api/software/latest?info=1')).json();
+    expect(plain).toMatchObject({ available: true, versionCode: 1 });
+    expect(plain).not.toHaveProperty('fileSignature');
+    const signature = await signVersion(publisher, file, launcher.slug, 1);
+    await admin(t, 'PUT', `/api/software/versions/${unsigned.id}`, { fileSignature: signature });
+    expect((await t.inject('/api/software/latest?info=1')).json()).toMatchObject({
+      versionCode: 1,
+      fileSignature: signature,
+      fileSignatureKeyId: publisher.keyId,
+    });
+  });
+
   it('answers 400 naming the field for text that is not a minisign signature', async () => {
     const pkg = await createPackage(t, { slug: uniq('bad'), name: '启动器' });
     const file = await store(t, 'launcher bytes 2');

@@ -5693,6 +5693,10 @@ export interface paths {
                             createdAt?: string;
                             downloadType?: string;
                             downloadUrl?: string;
+                            /** @description the publisher's minisign signature of the file (.minisig text) */
+                            fileSignature?: string;
+                            /** @description the id of the minisign key that signed the file */
+                            fileSignatureKeyId?: string;
                             fileSize?: number;
                             /** @enum {string} */
                             lang?: "zh" | "en";

@@ -29,6 +29,7 @@ import {
   VersionWithLangSchema,
 } from './schemas.js';
 import { downloadPath, SoftwareService } from './service.js';
+import { fileSignatureFields } from '../downloads/file-signature.js';
 
 const FileResponse = {
   200: Type.Unknown({ description: 'the file (application/octet-stream)' }),
@@ -213,6 +214,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               downloadUrl:
                 latest.downloadType === 'url' && latest.externalUrl ? latest.externalUrl : downloadPath(latest.id),
               downloadType: latest.downloadType,
+              ...fileSignatureFields(latest.fileSignature),
               lang,
             });
           },

@@ -155,6 +155,7 @@ export const LatestInfoResponse = Type.Object({
   downloadUrl: Type.Optional(Text),
   downloadType: Type.Optional(Text),
   lang: Type.Optional(LangEnum),
+  ...fileSignatureSchema(),
 });
 
 export const ChangelogQuery = Type.Object({ slug: Type.Optional(Type.String()), ...ChannelQuery, ...LangQuery });
