@@ -109,7 +109,7 @@ describe('delta updates', () => {
 
   it('makes a delta within seconds that zstd applies to exactly the target', async () => {
     await vi.waitFor(async () => expect((await deltasOf(t, 'game-launcher', ids.v2.id))[0]?.status).toBe('ready'), {
-      timeout: 15_000,
+      timeout: 60_000,
       interval: 200,
     });
     const [summary] = await deltasOf(t, 'game-launcher', ids.v2.id);
@@ -201,7 +201,7 @@ describe('delta updates', () => {
     await createVersion(t, pkg.id, { version: '1', versionCode: 1, filePath: a.filePath });
     const v2 = await createVersion(t, pkg.id, { version: '2', versionCode: 2, filePath: b.filePath });
     await vi.waitFor(async () => expect((await deltasOf(t, 'random-app', v2.id))[0]?.status).toBe('skipped'), {
-      timeout: 15_000,
+      timeout: 60_000,
       interval: 200,
     });
     expect((await deltasOf(t, 'random-app', v2.id))[0]).toMatchObject({ fileSize: null, sha256: null });
@@ -250,7 +250,7 @@ describe('delta jobs across instances', () => {
     // The second instance answered before the delta existed: its cached answer must follow.
     expect((await checkUpdate(second.server, 'twice', 1)).latest.delta).toBeUndefined();
     await vi.waitFor(async () => expect((await deltasOf(t, 'twice', v2.id))[0]?.status).toBe('ready'), {
-      timeout: 15_000,
+      timeout: 60_000,
       interval: 200,
     });
     await vi.waitFor(async () => expect((await checkUpdate(second.server, 'twice', 1)).latest.delta).toBeDefined(), {

@@ -65,7 +65,7 @@ beforeAll(async () => {
       expect(latest.delta).toBeDefined();
       offer = latest.delta!;
     },
-    { timeout: 30_000, interval: 200 },
+    { timeout: 60_000, interval: 200 },
   );
 }, 60_000);
 afterAll(() => s.close());

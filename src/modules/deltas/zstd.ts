@@ -46,18 +46,15 @@ function highWaterKb(pid: number): number {
   }
 }
 
-/** util-linux's chrt, to run zstd under SCHED_IDLE (only when a CPU has nothing else to do). */
-const CHRT = ['/usr/bin/chrt', '/bin/chrt'].find((file) => fs.existsSync(file));
-
 /**
- * Runs zstd with `args` at the lowest CPU priority (the service's requests come first): SCHED_IDLE
- * where chrt is installed, and nice 19 in any case; one compression thread.
+ * Runs zstd with `args` at nice 19 (the service's requests come first), one compression thread.
+ * Not SCHED_IDLE: on a host that is never idle (a busy service, a CI run) it would starve delta
+ * making outright, where nice 19 still lets it finish.
  * `onStdout` takes its output when given. Rejects with zstd's message when it fails or `signal` aborts.
  */
 function run(args: string[], signal: AbortSignal, onStdout?: (chunk: Buffer) => void): Promise<ZstdRun> {
   return new Promise((resolve, reject) => {
-    const [command, ...before] = CHRT === undefined ? ['zstd'] : [CHRT, '--idle', '0', 'zstd'];
-    const child = spawn(command, [...before, '-q', '-T1', ...args], {
+    const child = spawn('zstd', ['-q', '-T1', ...args], {
       stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],
       signal,
     });
