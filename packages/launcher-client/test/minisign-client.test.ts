@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, parseSecretKey, signPrehash, type MinisignSecretKey } from '../../publish/src/minisign.js';
-import { minisign, minisignKeyPair } from '../../../test/helpers/minisign.js';
+import { minisign, minisignKeyPair, minisignWanted } from '../../../test/helpers/minisign.js';
 import { prehash, versionTrustedComment } from '../src/minisign.js';
 import { PublisherSignatureError, UpdateManager } from '../src/index.js';
 import { admin, downloadsOf, launcherPackage, publishVersion, type Service, startService } from './helpers.js';
@@ -75,27 +75,30 @@ async function outcome(m: UpdateManager) {
 }
 
 describe('pinned publisher keys', () => {
-  it('keep a file signed for this package, versionCode and sha256, by ours or by minisign', async () => {
-    const full = await launcherPackage(s.t, 'pinned-launcher');
-    await release(full, 'pinned-launcher', 1, (c, h) => sign(publisher, c, 'pinned-launcher', 1, h));
-    const state = s.stateDir();
-    const m = await manager('pinned', state, [fs.readFileSync(publisherPub, 'utf8')]);
-    const got = await outcome(m);
-    expect(got.ok).toBe(true);
+  it.runIf(minisignWanted())(
+    'keep a file signed for this package, versionCode and sha256, by ours or by minisign',
+    async () => {
+      const full = await launcherPackage(s.t, 'pinned-launcher');
+      await release(full, 'pinned-launcher', 1, (c, h) => sign(publisher, c, 'pinned-launcher', 1, h));
+      const state = s.stateDir();
+      const m = await manager('pinned', state, [fs.readFileSync(publisherPub, 'utf8')]);
+      const got = await outcome(m);
+      expect(got.ok).toBe(true);
 
-    // A key and signature made by minisign, pinned as the bare base64 line.
-    const theirs = minisignKeyPair(keysDir, 'minisign-publisher');
-    const v2 = await release(full, 'pinned-launcher', 2, async (content, sha256) => {
-      const file = path.join(keysDir, 'v2.bin');
-      fs.writeFileSync(file, content);
-      const comment = versionTrustedComment({ slug: 'pinned-launcher', versionCode: 2, sha256 });
-      minisign(['-S', '-s', theirs.key, '-m', file, '-t', comment], { cwd: keysDir });
-      return fs.readFileSync(`${file}.minisig`, 'utf8');
-    });
-    const line = fs.readFileSync(theirs.pub, 'utf8').split('\n')[1] ?? '';
-    const got2 = await outcome(await manager('pinned', s.stateDir(), [line]));
-    expect(got2.ok && fs.readFileSync(got2.file)).toEqual(v2.content);
-  });
+      // A key and signature made by minisign, pinned as the bare base64 line.
+      const theirs = minisignKeyPair(keysDir, 'minisign-publisher');
+      const v2 = await release(full, 'pinned-launcher', 2, async (content, sha256) => {
+        const file = path.join(keysDir, 'v2.bin');
+        fs.writeFileSync(file, content);
+        const comment = versionTrustedComment({ slug: 'pinned-launcher', versionCode: 2, sha256 });
+        minisign(['-S', '-s', theirs.key, '-m', file, '-t', comment], { cwd: keysDir });
+        return fs.readFileSync(`${file}.minisig`, 'utf8');
+      });
+      const line = fs.readFileSync(theirs.pub, 'utf8').split('\n')[1] ?? '';
+      const got2 = await outcome(await manager('pinned', s.stateDir(), [line]));
+      expect(got2.ok && fs.readFileSync(got2.file)).toEqual(v2.content);
+    },
+  );
 
   it('refuse unsigned files, other keys, copied signatures and other packages, deleting the file', async () => {
     const pinned = [fs.readFileSync(publisherPub, 'utf8')];

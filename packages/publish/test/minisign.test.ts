@@ -4,13 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePublicKey } from 'launcher-client/minisign';
-import { minisign, minisignKeyPair } from '../../../test/helpers/minisign.js';
+import { minisign, minisignKeyPair, minisignWanted } from '../../../test/helpers/minisign.js';
 import { generateKeyPair, MinisignKeyError, parseSecretKey, scryptParams, signFile } from '../src/minisign.js';
 
 // Keys and signatures in minisign's formats, checked both ways against Debian's minisign 0.11.
 // Nothing here touches a database: it runs in the SQLite project only (an encrypted key costs
 // scrypt with 1 GiB, as minisign's own do).
-describe.skipIf(process.env.TEST_ENGINE === 'postgres')(
+describe.skipIf(process.env.TEST_ENGINE === 'postgres' || !minisignWanted())(
   'minisign keys and signatures against the real minisign',
   () => {
     let dir: string;
