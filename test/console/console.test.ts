@@ -801,10 +801,12 @@ describe('admin console in Chromium against the real service', () => {
       .poll(
         async () => {
           await page.reload();
+          // count() does not wait: the version's row must be rendered before its deltas are counted.
+          await row.waitFor();
           return row.getByTestId('delta-300').getByTestId('delta-saves').count();
         },
         // Generous: zstd runs at nice 19, and the suite keeps both cores busy around it.
-        { timeout: 90_000, interval: 1000 },
+        { timeout: 60_000, interval: 1000 },
       )
       .toBe(1);
     expect(await row.getByTestId('delta-saves').textContent()).toMatch(/^saves [\d.]+ MiB \((99|100) %\)$/);
