@@ -28,7 +28,7 @@ export class MinisignFormatError extends Error {
 }
 
 export interface MinisignPublicKey {
-  /** The key id as minisign prints it (`minisign public key 7C8AB6FFE15529F6`): 16 uppercase hex digits. */
+  /** The key id as minisign prints it (`minisign public key 7C8AB6FFE15529F6`): up to 16 uppercase hex digits. */
   readonly keyId: string;
   /** The key id's 8 bytes as they appear in keys and signatures. */
   readonly keyNum: Buffer;
@@ -49,9 +49,16 @@ export interface MinisignSignature {
   readonly globalSignature: Buffer;
 }
 
-/** minisign prints a key id as the little-endian 64-bit number its 8 bytes make. */
+/**
+ * minisign prints a key id as the little-endian 64-bit number its 8 bytes make, in uppercase hex
+ * without leading zeros (`%" PRIX64`): one key in 16 has fewer than 16 digits.
+ */
 export function keyIdOf(keyNum: Uint8Array): string {
-  return Buffer.from(keyNum).reverse().toString('hex').toUpperCase();
+  return Buffer.from(keyNum)
+    .reverse()
+    .toString('hex')
+    .toUpperCase()
+    .replace(/^0+(?=.)/, '');
 }
 
 /** Strict base64 (the original alphabet, padded, canonical), as libsodium's decoder wants it; `bytes` is the exact length. */
