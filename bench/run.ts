@@ -15,6 +15,8 @@ import { type Baseline, type BenchRun, type LoopDelay, median, type Scenario, ty
  * --compare KEY=VALUE[,KEY=VALUE]: the default baseline is the service itself with those settings
  * (e.g. METRICS=off), on the same database and files, instead of the bare server.
  * --delta-gb: the delta scenarios also make a 1 GB delta, and measure the hot paths while the service makes one.
+ * --pin: every loaded process (the service, its baselines) runs on the first core and this runner, with
+ * wrk and autocannon, on the last one, so that "per core" figures mean one core (Linux: taskset).
  */
 const { values: args } = parseArgs({
   options: {
@@ -25,6 +27,7 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     compare: { type: 'string' },
     'delta-gb': { type: 'boolean', default: false },
+    pin: { type: 'boolean', default: false },
   },
 });
 if (args['delta-gb']) process.env.BENCH_DELTA_GB = '1';
@@ -169,7 +172,7 @@ async function startBaseline(
     });
     child.once('exit', (code) => reject(new Error(`baseline exited ${code}`)));
   });
-  return { url: `http://127.0.0.1:${port}`, child };
+  return { url: `http://127.0.0.1:${port}`, child: await pinned(child) };
 }
 
 async function providers(): Promise<ScenarioProvider[]> {
@@ -186,10 +189,20 @@ async function providers(): Promise<ScenarioProvider[]> {
   return found;
 }
 
+/** With --pin, moves every thread of `child` to the first core (the runner keeps the last one). */
+async function pinned<T extends { pid?: number | undefined }>(child: T): Promise<T> {
+  if (args.pin && child.pid !== undefined) await promisify(execFile)('taskset', ['-a', '-pc', '0', String(child.pid)]);
+  return child;
+}
+if (args.pin) await promisify(execFile)('taskset', ['-a', '-pc', String(os.cpus().length - 1), String(process.pid)]);
+
 // What operators run: the built service under plain node (`npm start`), built now if its sources changed.
 await promisify(execFile)(process.execPath, [path.join(import.meta.dirname, '../scripts/ensure-build.mjs')]);
-const startService = (env: Record<string, string>, nodeArgs: readonly string[] = []) =>
-  startServer(env, 30_000, ['--import', PROBE, ...nodeArgs], 'build');
+const startService = async (env: Record<string, string>, nodeArgs: readonly string[] = []) => {
+  const started = await startServer(env, 30_000, ['--import', PROBE, ...nodeArgs], 'build');
+  await pinned(started.child);
+  return started;
+};
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-bench-'));
 const database = await createTestDatabase(dataDir);
@@ -251,7 +264,7 @@ try {
     console.log(`"base" columns: the service with ${args.compare}`);
   }
   console.log(
-    `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores`,
+    `engine ${engine}; ${connections} connections unless named; ${duration}s × ${rounds} rounds each; node ${process.version}; ${os.cpus().length} cores${args.pin ? '; loaded processes pinned to core 0, load from the last core' : ''}`,
   );
   const header =
     '| scenario | conns | body bytes | req/s | p50 ms | p99 ms | loop p99 ms | loop max ms | CPU µs/req | baseline | base req/s | base p99 ms | base loop p99 ms | base loop max ms | base CPU µs/req | ratio | errors |';

@@ -223,6 +223,45 @@ describe('heartbeat flushes and the event loop', () => {
   });
 });
 
+describe('heartbeat flush statements', () => {
+  // The flush's statements are compiled once and filled in per use (src/db/compile-once.ts), in
+  // slices of 1,024 rows and then halving sizes: every device must get its own values, whatever
+  // slice it falls in.
+  it('writes each device of a large flush with its own values, in every slice', async () => {
+    const other = await buildTestApp();
+    try {
+      const count = 2_345;
+      for (let i = 0; i < count; i += 1) {
+        other.app.ctx.devices.record({
+          deviceId: `own-${i}`,
+          os: `os-${i}`,
+          osVersion: `${i}.0`,
+          appVersion: `1.${i}`,
+          ip: `10.0.${i >> 8}.${i & 255}`,
+        });
+      }
+      await other.app.ctx.devices.flush();
+      const devices = await other.database.db.selectFrom('devices').selectAll().execute();
+      const versions = await other.database.db.selectFrom('deviceVersions').selectAll().execute();
+      expect(devices).toHaveLength(count);
+      expect(versions).toHaveLength(count);
+      for (const row of devices) {
+        const i = Number(row.deviceId.slice('own-'.length));
+        expect(row).toMatchObject({
+          os: `os-${i}`,
+          osVersion: `${i}.0`,
+          appVersion: `1.${i}`,
+          ip: `10.0.${i >> 8}.${i & 255}`,
+          heartbeatCount: 1,
+        });
+      }
+      for (const row of versions) expect(row.appVersion).toBe(`1.${row.deviceId.slice('own-'.length)}`);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('GET /api/server-time', () => {
   it('answers the server clock as ISO 8601 and epoch milliseconds, not cacheable', async () => {
     const before = Date.now();

@@ -41,6 +41,14 @@ const INT8_OID = 20;
 /** How often the checkpoint thread moves the write-ahead log into the database file. */
 export const SQLITE_CHECKPOINT_MS = 1000;
 
+/**
+ * SQLite's page cache for the service's connection, KiB (its default is 2 MiB). The heartbeat flush
+ * updates devices spread over the whole table: at a million devices (300 MB) a larger cache keeps
+ * more of their index pages at hand and took a third off each row's upsert (issue 29's measurements).
+ * Pages are cached as they are read: a small database uses no more than before.
+ */
+const SQLITE_CACHE_KIB = 64 * 1024;
+
 /** Prepared statements kept per connection: the service runs a few dozen distinct queries. */
 const STATEMENT_CACHE_SIZE = 500;
 
@@ -86,6 +94,7 @@ function sqliteDialect(file: string, checkpointMs: number): EngineHandle {
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('wal_autocheckpoint = 0');
+  sqlite.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(CHECKPOINT_WORKER, { eval: true, workerData: { file, everyMs: checkpointMs, driver } });
   worker.unref();

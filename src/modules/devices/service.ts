@@ -1,7 +1,8 @@
 import { setImmediate } from 'node:timers/promises';
-import { sql } from 'kysely';
+import { type Insertable, sql } from 'kysely';
 import type { DatabaseHandle, Db, Engine } from '../../db/index.js';
-import type { DeviceRow } from '../../db/schema.js';
+import { type CompiledOnce, compileOnce, slot } from '../../db/compile-once.js';
+import type { DeviceRow, DevicesTable, DeviceVersionsTable } from '../../db/schema.js';
 import type { SharedLimits } from '../../shared-limits.js';
 import { now as clockNow } from '../../domain/clock.js';
 
@@ -66,10 +67,9 @@ const VERSION_COLUMNS = [
   ['quietFromMs', 'bigint'],
 ] as const satisfies Columns<VersionRow>;
 
-/** `select * from unnest(…)` of `rows`: one typed array parameter per column. */
-function unnest<R>(rows: readonly R[], columns: Columns<R>) {
-  const arrays = columns.map(([key, type]) => sql`${rows.map((row) => row[key])}::${sql.raw(type)}[]`);
-  return sql`select * from unnest(${sql.join(arrays)})`;
+/** `select * from unnest(…)` of one typed array parameter per column (`arrays`: the values or their slots). */
+function unnest<R>(arrays: Record<string, unknown>, columns: Columns<R>) {
+  return sql`select * from unnest(${sql.join(columns.map(([key, type]) => sql`${arrays[key]}::${sql.raw(type)}[]`))})`;
 }
 
 /** What the service reports as it works (metrics). */
@@ -81,15 +81,20 @@ export interface HeartbeatObserver {
 /**
  * Rows per statement: stays under SQLite's 32,766 bound parameters (8 columns a row). SQLite writes
  * on the event loop: a flush lets other requests in between its statements (`inTurns`), so that a
- * flush of 20,000 devices holds the loop for one statement at a time, not for 100 ms.
+ * flush of 20,000 devices holds the loop for one statement at a time, not for 100 ms. What is left
+ * under BATCH_ROWS goes in statements of halving sizes (a power of two each): the statements of
+ * every flush are a dozen, each compiled once (see `DeviceService.upsert`).
  */
-const BATCH_ROWS = 1000;
+const BATCH_ROWS = 1024;
 
-/** Runs `write` on consecutive slices of `rows`, one turn of the event loop each. */
+/** Runs `write` on consecutive slices of `rows` (BATCH_ROWS, then powers of two), one turn of the event loop each. */
 async function inTurns<T>(rows: readonly T[], write: (slice: T[]) => Promise<unknown>): Promise<void> {
-  for (let i = 0; i < rows.length; i += BATCH_ROWS) {
+  for (let i = 0; i < rows.length; ) {
     if (i > 0) await setImmediate();
-    await write(rows.slice(i, i + BATCH_ROWS));
+    let size = BATCH_ROWS;
+    while (size > rows.length - i) size /= 2;
+    await write(rows.slice(i, i + size));
+    i += size;
   }
 }
 
@@ -134,6 +139,8 @@ export class DeviceService {
   private flushing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
   private readonly admitted = new AdmittedThisHour();
+  /** The flush's upserts, compiled once by table and rows per statement (`upsert`). */
+  private readonly statements = new Map<string, CompiledOnce>();
   private readonly devicesPerAddressHour: number;
   private readonly engine: Engine;
   private readonly db: Db;
@@ -220,7 +227,7 @@ export class DeviceService {
     this.pendingVersions = new Map();
     const started = performance.now();
     try {
-      await inTurns(batch, (slice) => this.upsertDevices(slice));
+      await inTurns(batch, (slice) => this.upsert('devices', slice, DEVICE_COLUMNS));
       await this.writeVersions(batch, versions);
       this.observer?.flushed(batch.length, (performance.now() - started) / 1000);
     } catch (err) {
@@ -260,49 +267,60 @@ export class DeviceService {
             },
           ];
     });
-    await inTurns(rows, (slice) => this.upsertVersions(slice));
+    await inTurns(rows, (slice) => this.upsert('deviceVersions', slice, VERSION_COLUMNS));
   }
 
   /**
-   * One upsert of a slice of devices. On PostgreSQL the rows go as one array per column (`unnest`):
-   * eight parameters instead of eight a row, so the server parses and plans a short statement
-   * rather than a thousand-row VALUES list each time. SQLite (in process) takes the rows as values.
-   * The same for `upsertVersions`.
+   * One upsert of a slice of `table`'s rows, with a statement built and compiled once per table and
+   * size. On PostgreSQL the rows go as one array per column (`unnest`): eight parameters instead of
+   * eight a row, so the server parses and plans a short statement rather than a thousand-row VALUES
+   * list each time. SQLite (in process) takes the rows as values.
    */
-  private upsertDevices(rows: Pending[]) {
-    const insert = this.db.insertInto('devices');
-    const values =
-      this.engine === 'postgres'
-        ? insert.columns(DEVICE_COLUMNS.map(([key]) => key)).expression(unnest(rows, DEVICE_COLUMNS))
-        : insert.values(rows);
-    return values
-      .onConflict((oc) =>
-        oc.column('deviceId').doUpdateSet({
-          os: sql`coalesce(excluded.os, devices.os)`,
-          osVersion: sql`coalesce(excluded.os_version, devices.os_version)`,
-          appVersion: sql`coalesce(excluded.app_version, devices.app_version)`,
-          ip: sql`excluded.ip`,
-          lastSeenAt: sql`case when excluded.last_seen_at > devices.last_seen_at then excluded.last_seen_at else devices.last_seen_at end`,
-          heartbeatCount: sql`devices.heartbeat_count + excluded.heartbeat_count`,
-        }),
-      )
-      .execute();
+  private upsert<R>(table: 'devices' | 'deviceVersions', rows: R[], columns: Columns<R>) {
+    const postgres = this.engine === 'postgres';
+    const key = postgres ? table : `${table}:${rows.length}`;
+    let statement = this.statements.get(key);
+    if (statement === undefined) {
+      const slots = (row: number) => Object.fromEntries(columns.map(([name]) => [name, slot(name, row)]));
+      const source = postgres ? unnest(slots(0), columns) : Array.from({ length: rows.length }, (_, i) => slots(i));
+      statement = compileOnce(table === 'devices' ? this.upsertDevices(source) : this.upsertVersions(source));
+      this.statements.set(key, statement);
+    }
+    const values = postgres
+      ? Object.fromEntries(columns.map(([name]) => [name, rows.map((row) => row[name])]))
+      : (rows as Array<Record<string, unknown>>);
+    return this.db.executeQuery(statement(values));
   }
 
-  private upsertVersions(rows: VersionRow[]) {
+  /** The upsert of devices from `source`: rows of values, or a select of them. */
+  private upsertDevices(source: Array<Record<string, unknown>> | ReturnType<typeof unnest>) {
+    const insert = this.db.insertInto('devices');
+    const values = Array.isArray(source)
+      ? insert.values(source as unknown as Array<Insertable<DevicesTable>>)
+      : insert.columns(DEVICE_COLUMNS.map(([key]) => key)).expression(source);
+    return values.onConflict((oc) =>
+      oc.column('deviceId').doUpdateSet({
+        os: sql`coalesce(excluded.os, devices.os)`,
+        osVersion: sql`coalesce(excluded.os_version, devices.os_version)`,
+        appVersion: sql`coalesce(excluded.app_version, devices.app_version)`,
+        ip: sql`excluded.ip`,
+        lastSeenAt: sql`case when excluded.last_seen_at > devices.last_seen_at then excluded.last_seen_at else devices.last_seen_at end`,
+        heartbeatCount: sql`devices.heartbeat_count + excluded.heartbeat_count`,
+      }),
+    );
+  }
+
+  private upsertVersions(source: Array<Record<string, unknown>> | ReturnType<typeof unnest>) {
     const insert = this.db.insertInto('deviceVersions');
-    const values =
-      this.engine === 'postgres'
-        ? insert.columns(VERSION_COLUMNS.map(([key]) => key)).expression(unnest(rows, VERSION_COLUMNS))
-        : insert.values(rows);
-    return values
-      .onConflict((oc) =>
-        oc.columns(['deviceId', 'appVersion']).doUpdateSet({
-          lastSeenMs: sql`case when excluded.last_seen_ms > device_versions.last_seen_ms then excluded.last_seen_ms else device_versions.last_seen_ms end`,
-          quietFromMs: sql`coalesce(device_versions.quiet_from_ms, case when excluded.first_seen_ms - device_versions.last_seen_ms > ${OFFLINE_AFTER_MS} then device_versions.last_seen_ms end, excluded.quiet_from_ms)`,
-        }),
-      )
-      .execute();
+    const values = Array.isArray(source)
+      ? insert.values(source as unknown as Array<Insertable<DeviceVersionsTable>>)
+      : insert.columns(VERSION_COLUMNS.map(([key]) => key)).expression(source);
+    return values.onConflict((oc) =>
+      oc.columns(['deviceId', 'appVersion']).doUpdateSet({
+        lastSeenMs: sql`case when excluded.last_seen_ms > device_versions.last_seen_ms then excluded.last_seen_ms else device_versions.last_seen_ms end`,
+        quietFromMs: sql`coalesce(device_versions.quiet_from_ms, case when excluded.first_seen_ms - device_versions.last_seen_ms > ${OFFLINE_AFTER_MS} then device_versions.last_seen_ms end, excluded.quiet_from_ms)`,
+      }),
+    );
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,5 @@
-import { CompiledQuery, sql } from 'kysely';
+import { type CompiledQuery, sql } from 'kysely';
+import { compileOnce, slot } from '../../db/compile-once.js';
 import { escapeLiteral } from 'pg';
 import type { Db, Engine } from '../../db/index.js';
 
@@ -20,29 +21,6 @@ interface Batch {
   readonly kinds: Map<DownloadKind, number>;
   readonly done: Promise<void>;
   settle(error?: unknown): void;
-}
-
-/** Stands for a value of a statement compiled once (`compileOnce`); each batch fills the slots in. */
-class Slot {
-  constructor(readonly name: string) {}
-}
-
-const slot = <T>(name: string) => new Slot(name) as unknown as T;
-
-/**
- * A statement built and compiled by Kysely once, with slots where values go; each use fills them in.
- * Building a query costs far more than running it here: at one download at a time, the builder
- * was a tenth of a download's CPU.
- */
-function compileOnce(query: { compile(): CompiledQuery }): (values: Record<string, unknown>) => CompiledQuery {
-  const { sql: text, parameters } = query.compile();
-  const fill = (values: Record<string, unknown>) => (p: unknown) => {
-    if (!(p instanceof Slot)) return p;
-    // A slot left empty would be NULL, and a count plus NULL is NULL: refuse it rather than lose counts.
-    if (values[p.name] === undefined) throw new Error(`counter statement: no value for slot ${p.name}`);
-    return values[p.name];
-  };
-  return (values) => CompiledQuery.raw(text, parameters.map(fill(values)));
 }
 
 function newBatch(): Batch {
