@@ -347,7 +347,7 @@ export class DeltaWorker extends Poller {
       }
       // Checked before it is offered: the delta must rebuild exactly the file it was made for.
       const rebuilt = await rebuiltDigest(from, out, signal);
-      if (rebuilt.sha256 !== job.targetSha256) throw new Error('the delta does not rebuild the target file');
+      if (rebuilt !== job.targetSha256) throw new Error('the delta does not rebuild the target file');
       const fileKey = keyForUpload(`delta-${source.versionCode}-to-${target.versionCode}.zst`);
       const written = await this.storage.write(fileKey, fs.createReadStream(out), 'application/zstd');
       return { status: 'ready', fileKey, fileSize: written.size, sha256: written.sha256, run };

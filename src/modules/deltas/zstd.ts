@@ -1,7 +1,7 @@
-import { execFile, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import { performance } from 'node:perf_hooks';
 
 /** `--patch-from` appeared in zstd 1.4.5. */
 const MIN_VERSION = [1, 4, 5] as const;
@@ -46,60 +46,122 @@ function highWaterKb(pid: number): number {
   }
 }
 
+/** How often a running zstd is paused or resumed by how busy the service is. */
+const YIELD_CHECK_MS = 100;
+
 /**
- * Runs zstd with `args` at nice 19 (the service's requests come first), one compression thread.
- * Not SCHED_IDLE: on a host that is never idle (a busy service, a CI run) it would starve delta
- * making outright, where nice 19 still lets it finish.
- * `onStdout` takes its output when given. Rejects with zstd's message when it fails or `signal` aborts.
+ * Above this share of the last check's interval, the service counts as busy and zstd is paused: the
+ * event loop's utilization, or the CPU the process used (in cores: streaming downloads keep it busy
+ * in the kernel and the thread pool while its event loop looks half idle). A loaded service answers
+ * at full speed; deltas are made in its quieter moments.
  */
-function run(args: string[], signal: AbortSignal, onStdout?: (chunk: Buffer) => void): Promise<ZstdRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('zstd', ['-q', '-T1', ...args], {
-      stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],
-      signal,
-    });
-    if (child.pid !== undefined) {
-      try {
-        os.setPriority(child.pid, 19);
-      } catch {
-        // Already gone, or not allowed: it runs at the service's priority.
-      }
+const BUSY = 0.5;
+
+/**
+ * Pauses `child` (SIGSTOP) while this process is busy and resumes it (SIGCONT) when it is not,
+ * checked every YIELD_CHECK_MS. nice 19 alone left check-update at 0.74 of its rate while a 1 GB
+ * delta was made on a loaded two-core host, and SCHED_IDLE at 0.85: zstd's 3 GB of memory competes
+ * for the caches, not only the cores. The service's own load decides, not the host's: a host busy
+ * with other work (a CI run) still gets its deltas. Answers how to stop watching.
+ */
+function yieldWhileBusy(child: ChildProcess): () => void {
+  let last = { loop: performance.eventLoopUtilization(), cpu: process.cpuUsage(), at: performance.now() };
+  let paused = false;
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      child.kill(name);
+    } catch {
+      // already gone
     }
+  };
+  const timer = setInterval(() => {
+    const now = { loop: performance.eventLoopUtilization(), cpu: process.cpuUsage(), at: performance.now() };
+    const loop = performance.eventLoopUtilization(now.loop, last.loop).utilization;
+    const cores = (now.cpu.user - last.cpu.user + now.cpu.system - last.cpu.system) / 1000 / (now.at - last.at);
+    last = now;
+    const busy = loop >= BUSY || cores >= BUSY;
+    if (busy !== paused) signal(busy ? 'SIGSTOP' : 'SIGCONT');
+    paused = busy;
+  }, YIELD_CHECK_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    // A stopped process would not act on the signal that ends it.
+    if (paused) signal('SIGCONT');
+  };
+}
+
+/**
+ * Runs zstd with `args`, one compression thread, at nice 19 and paused while the service is busy
+ * (`yieldWhileBusy`), so that the service's requests come first. `stdout`: where its output goes
+ * (another process's input, `output`), else nowhere. Rejects with zstd's message when it fails or
+ * `signal` aborts.
+ */
+function run(args: string[], signal: AbortSignal, stdout: 'ignore' | 'pipe' = 'ignore'): ZstdProcess {
+  const child = spawn('zstd', ['-q', '-T1', ...args], { stdio: ['ignore', stdout, 'pipe'], signal });
+  if (child.pid !== undefined) {
+    try {
+      os.setPriority(child.pid, 19);
+    } catch {
+      // Already gone, or not allowed: it runs at the service's priority.
+    }
+  }
+  const stopWatching = yieldWhileBusy(child);
+  signal.addEventListener('abort', stopWatching, { once: true });
+  const done = new Promise<ZstdRun>((resolve, reject) => {
     let maxRssKb = 0;
     const sample = setInterval(() => {
       if (child.pid !== undefined) maxRssKb = Math.max(maxRssKb, highWaterKb(child.pid));
     }, 100);
     let stderr = '';
     child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
-    if (onStdout) child.stdout?.on('data', onStdout);
-    child.on('error', (err) => {
+    const finish = () => {
       clearInterval(sample);
+      stopWatching();
+    };
+    child.on('error', (err) => {
+      finish();
       reject(err);
     });
     child.on('close', (code) => {
-      clearInterval(sample);
+      finish();
       if (code === 0) return resolve({ maxRssKb });
       reject(new Error(`zstd exited with ${code ?? 'a signal'}: ${stderr.trim() || 'no message'}`));
     });
   });
+  return { child, done };
+}
+
+interface ZstdProcess {
+  child: ChildProcess;
+  done: Promise<ZstdRun>;
 }
 
 /** Writes to `out` a delta that rebuilds `target` from `source`: `zstd --long=31 --patch-from=SOURCE`. */
 export function makeDelta(source: string, target: string, out: string, signal: AbortSignal): Promise<ZstdRun> {
-  return run([LEVEL, '-f', LONG, `--patch-from=${source}`, target, '-o', out], signal);
+  return run([LEVEL, '-f', LONG, `--patch-from=${source}`, target, '-o', out], signal).done;
 }
 
-/** The size and SHA-256 of the file `delta` rebuilds from `source` (nothing is written). */
-export async function rebuiltDigest(
-  source: string,
-  delta: string,
-  signal: AbortSignal,
-): Promise<{ size: number; sha256: string }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  await run(['-d', LONG, `--patch-from=${source}`, delta, '-c'], signal, (chunk) => {
-    size += chunk.length;
-    hash.update(chunk);
+/**
+ * The SHA-256 of the file `delta` rebuilds from `source` (nothing is written): zstd's output goes
+ * straight into coreutils' sha256sum (at nice 19 too), never through the service's event loop, which
+ * hashing a gigabyte would hold for most of a second.
+ */
+export async function rebuiltDigest(source: string, delta: string, signal: AbortSignal): Promise<string> {
+  const zstd = run(['-d', LONG, `--patch-from=${source}`, delta, '-c'], signal, 'pipe');
+  const output = zstd.child.stdout;
+  if (output === null) throw new Error('zstd: no output stream');
+  // Given to sha256sum before this process could read any of it, then closed here.
+  const sum = spawn('nice', ['-n', '19', 'sha256sum'], { stdio: [output, 'pipe', 'pipe'], signal });
+  output.destroy();
+  let digest = '';
+  sum.stdout?.on('data', (chunk: Buffer) => (digest += chunk.toString()));
+  const summed = new Promise<void>((resolve, reject) => {
+    sum.on('error', reject);
+    sum.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`sha256sum exited with ${code}`))));
   });
-  return { size, sha256: hash.digest('hex') };
+  await Promise.all([zstd.done, summed]);
+  const hex = /^[0-9a-f]{64}/.exec(digest)?.[0];
+  if (hex === undefined) throw new Error(`sha256sum: unexpected output ${JSON.stringify(digest.slice(0, 100))}`);
+  return hex;
 }

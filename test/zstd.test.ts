@@ -1,0 +1,96 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeDelta, rebuiltDigest } from '../src/modules/deltas/zstd.js';
+
+const MB = 1024 * 1024;
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-zstd-'));
+const source = path.join(dir, 'source.bin');
+const target = path.join(dir, 'target.bin');
+let targetSha256 = '';
+
+beforeAll(() => {
+  const bytes = randomBytes(64 * MB);
+  fs.writeFileSync(source, bytes);
+  const next = Buffer.concat([bytes.subarray(0, 30 * MB), randomBytes(MB), bytes.subarray(31 * MB)]);
+  fs.writeFileSync(target, next);
+  targetSha256 = createHash('sha256').update(next).digest('hex');
+});
+
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/** The zstd processes this process has started, with their state letter (R, S, T: stopped). */
+function zstdChildren(): Array<{ pid: number; state: string }> {
+  const found: Array<{ pid: number; state: string }> = [];
+  for (const task of fs.readdirSync(`/proc/${process.pid}/task`)) {
+    const children = fs.readFileSync(`/proc/${process.pid}/task/${task}/children`, 'utf8').trim();
+    for (const pid of children.split(/\s+/).filter(Boolean).map(Number)) {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const [, name, state] = /^\d+ \((.*)\) (\S)/.exec(stat) ?? [];
+        if (name === 'zstd' && state !== undefined) found.push({ pid, state });
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return found;
+}
+
+/** Keeps this event loop busy (95 % of the time) for `ms`, in slices that let timers run. */
+async function busyFor(ms: number, during: () => void): Promise<void> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const slice = performance.now() + 95;
+    while (performance.now() < slice) {
+      // busy: what a loaded service's event loop does
+    }
+    during();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe.skipIf(process.platform !== 'linux')('zstd runs for the delta worker', () => {
+  it('digests the rebuilt file outside the event loop: the SHA-256 of the target', async () => {
+    const out = path.join(dir, 'digest.zst');
+    await makeDelta(source, target, out, new AbortController().signal);
+    expect(await rebuiltDigest(source, out, new AbortController().signal)).toBe(targetSha256);
+    // Another source rebuilds something else: the frame's checksum fails, with zstd's message.
+    const other = path.join(dir, 'other.bin');
+    fs.writeFileSync(other, randomBytes(64 * MB));
+    await expect(rebuiltDigest(other, out, new AbortController().signal)).rejects.toThrow(/zstd exited with 1/);
+  });
+
+  it('pauses zstd while the service is busy and finishes once it is not', async () => {
+    const out = path.join(dir, 'paused.zst');
+    const making = makeDelta(source, target, out, new AbortController().signal);
+    let finished = false;
+    void making.then(() => (finished = true));
+    const states: string[] = [];
+    await busyFor(1500, () => states.push(...zstdChildren().map((c) => c.state)));
+    // Stopped (T) on every check after the first: the loop was busy all along.
+    expect(states.length).toBeGreaterThan(5);
+    expect(states.slice(3).every((state) => state === 'T')).toBe(true);
+    expect(finished).toBe(false);
+    await making;
+    expect(fs.statSync(out).size).toBeGreaterThan(0);
+    expect(await rebuiltDigest(source, out, new AbortController().signal)).toBe(targetSha256);
+  });
+
+  it('ends a paused zstd when the job is aborted', async () => {
+    const controller = new AbortController();
+    const making = makeDelta(source, target, path.join(dir, 'aborted.zst'), controller.signal);
+    const outcome = making.then(
+      () => 'finished',
+      () => 'rejected',
+    );
+    await busyFor(400, () => undefined);
+    expect(zstdChildren().some((c) => c.state === 'T')).toBe(true);
+    controller.abort();
+    expect(await outcome).toBe('rejected');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(zstdChildren()).toEqual([]);
+  });
+});
