@@ -73,7 +73,12 @@ try {
   } finally {
     await seeding.close();
   }
-  const env = { DATA_DIR: dataDir, DATABASE_URL: databaseUrl, ADMIN_PASSWORD: 'bench-password-1', DEVICES_PER_IP_HOUR: '0' };
+  const env = {
+    DATA_DIR: dataDir,
+    DATABASE_URL: databaseUrl,
+    ADMIN_PASSWORD: 'bench-password-1',
+    DEVICES_PER_IP_HOUR: '0',
+  };
   const instances = [await startServer(env, 60_000, [], 'build'), await startServer(env, 60_000, [], 'build')];
   try {
     for (const [i, instance] of instances.entries()) {
@@ -115,7 +120,7 @@ try {
       const stopped = performance.now();
       let counted = (await beats()) - before;
       let settled = stopped;
-      for (let stable = 0; stable < 3; ) {
+      for (let stable = 0; stable < 3;) {
         await new Promise((resolve) => setTimeout(resolve, 250));
         const now = (await beats()) - before;
         stable = now === counted ? stable + 1 : 0;

@@ -89,7 +89,7 @@ const BATCH_ROWS = 1024;
 
 /** Runs `write` on consecutive slices of `rows` (BATCH_ROWS, then powers of two), one turn of the event loop each. */
 async function inTurns<T>(rows: readonly T[], write: (slice: T[]) => Promise<unknown>): Promise<void> {
-  for (let i = 0; i < rows.length; ) {
+  for (let i = 0; i < rows.length;) {
     if (i > 0) await setImmediate();
     let size = BATCH_ROWS;
     while (size > rows.length - i) size /= 2;
