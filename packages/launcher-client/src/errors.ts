@@ -31,8 +31,14 @@ const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
   'publisher-signature',
 ]);
 
+/** A `LauncherClientError` class of one `name` and `kind`. */
+type Failure<N extends string, K extends ErrorKind> = new (
+  message?: string,
+  options?: ErrorOptions,
+) => LauncherClientError & { readonly name: N; readonly kind: K };
+
 /** The base of each error below: its `name` and `kind`. */
-function failure<N extends string, K extends ErrorKind>(name: N, kind: K) {
+function failure<N extends string, K extends ErrorKind>(name: N, kind: K): Failure<N, K> {
   return class extends LauncherClientError {
     override readonly name = name;
     readonly kind = kind;
