@@ -1,14 +1,16 @@
-import { randomBytes, randomFillSync } from 'node:crypto';
+import { createHash, randomBytes, randomFillSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { makeDelta, rebuiltDigest } from '../src/modules/deltas/zstd.js';
-import { api, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
+import { type UpdateInfo, UpdateManager } from 'launcher-client';
+import { highWaterKb, makeDelta, rebuiltDigest } from '../src/modules/deltas/zstd.js';
+import { api, type BenchRun, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
 
 /*
  * Delta updates. For a 100 MB pair (and with `--delta-gb` a 1 GB pair): the delta's size, the time
- * and the zstd child's peak memory to make it, with the function the service's worker runs. Then,
- * with `--delta-gb`: check-update and a download while the service itself makes a 1 GB delta
- * against the same without, in the same rounds (aim: within 5 %).
+ * and the zstd child's peak memory to make it, with the function the service's worker runs; then the
+ * time and zstd's peak memory to apply it in the launcher client (its `downloadUpdate`). Then, with
+ * `--delta-gb`: check-update and a download while the service itself makes a 1 GB delta against the
+ * same without, in the same rounds (aim: within 5 %).
  */
 
 const MB = 1000 * 1000;
@@ -41,8 +43,14 @@ function writePair(size: number, source: string, target: string): void {
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
+/** A delta made for a pair, and the target file it rebuilds. */
+interface Made {
+  delta: string;
+  target: { file: string; size: number; sha256: string };
+}
+
 /** Makes the pair's delta as the worker does (zstd, nice 19, one thread) and prints what it cost. */
-async function measureMaking(label: string, source: string, target: string): Promise<void> {
+async function measureMaking(label: string, source: string, target: string): Promise<Made> {
   const out = `${target}.zst`;
   const signal = new AbortController().signal;
   const started = performance.now();
@@ -51,13 +59,85 @@ async function measureMaking(label: string, source: string, target: string): Pro
   const size = fs.statSync(out).size;
   const full = fs.statSync(target).size;
   const checked = performance.now();
-  await rebuiltDigest(source, out, signal);
+  const digest = await rebuiltDigest(source, out, signal);
   const rebuilt = (performance.now() - checked) / 1000;
-  fs.rmSync(out);
   console.log(
     `delta ${label}: ${mib(size)} for a ${mib(full)} file (${((100 * size) / full).toFixed(2)} %); made in ${made.toFixed(1)} s, ` +
       `zstd peak RSS ${mib(run.maxRssKb * 1024)}; rebuilt (the service's check) in ${rebuilt.toFixed(1)} s`,
   );
+  return { delta: out, target: { file: target, ...digest } };
+}
+
+/** The pids of this process's zstd children (Linux: /proc/self/task/N/children; else none). */
+function zstdChildren(): number[] {
+  const isZstd = (pid: number) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'zstd';
+    } catch {
+      return false;
+    }
+  };
+  try {
+    return fs
+      .readdirSync('/proc/self/task')
+      .flatMap((task) => fs.readFileSync(`/proc/self/task/${task}/children`, 'utf8').split(' '))
+      .filter((pid) => pid !== '')
+      .map(Number)
+      .filter(isZstd);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Applies the pair's delta as a launcher does: the launcher client's `downloadUpdate` with the old
+ * file as `currentFile`, given the offer check-update would carry. It downloads the delta (from the
+ * bare server, loopback), rebuilds the new file with the zstd program, checks its size and SHA-256
+ * and moves it into place. Prints the time of all that and zstd's peak RSS (sampled every 20 ms;
+ * the client's own process streams, its memory does not grow with the file).
+ */
+async function measureApplying(run: BenchRun, label: string, source: string, made: Made): Promise<void> {
+  const uploads = path.join(run.dataDir, 'uploads');
+  const served = (file: string) => `${run.bare.url}/file/${encodeURI(path.relative(uploads, file))}`;
+  const delta = fs.readFileSync(made.delta);
+  const update: UpdateInfo = {
+    kind: 'full',
+    slug: 'bench-delta',
+    version: '2',
+    versionCode: 2,
+    changelog: '',
+    downloadUrl: served(made.target.file),
+    fileSize: made.target.size,
+    sha256: made.target.sha256,
+    fileSignature: null,
+    downgrade: false,
+    delta: {
+      fromVersionCode: 1,
+      downloadUrl: served(made.delta),
+      fileSize: delta.length,
+      sha256: createHash('sha256').update(delta).digest('hex'),
+    },
+  };
+  const stateDir = fs.mkdtempSync(path.join(run.dataDir, 'bench-client-'));
+  const client = new UpdateManager({ serverUrl: run.url, trustedKeys: [], stateDir });
+  let peakKb = 0;
+  const sample = setInterval(() => {
+    for (const pid of zstdChildren()) peakKb = Math.max(peakKb, highWaterKb(pid));
+  }, 20);
+  const started = performance.now();
+  try {
+    const done = await client.downloadUpdate(update, { currentFile: source });
+    const seconds = (performance.now() - started) / 1000;
+    if (!done.delta) throw new Error(`delta ${label}: the client did not apply the delta: ${done.deltaFailure}`);
+    console.log(
+      `delta ${label}: applied by the launcher client in ${seconds.toFixed(1)} s (${mib(done.downloadedBytes)} downloaded, ` +
+        `rebuilt by zstd, ${mib(made.target.size)} checked), zstd peak RSS ${mib(peakKb * 1024)}`,
+    );
+  } finally {
+    clearInterval(sample);
+    fs.rmSync(stateDir, { recursive: true, force: true });
+    fs.rmSync(made.delta, { force: true });
+  }
 }
 
 interface Delta {
@@ -77,7 +157,7 @@ export const scenarios: ScenarioProvider = async (target) => {
     const next = path.join(store, `${pair.label.replace(' ', '')}-target.bin`);
     writePair(pair.size, source, next);
     files[pair.label] = { source, target: next };
-    await measureMaking(pair.label, source, next);
+    await measureApplying(target, pair.label, source, await measureMaking(pair.label, source, next));
   }
   if (!gb) {
     console.warn('delta: 1 GB pair and the hot paths while it is made skipped (npm run bench -- --delta-gb)');

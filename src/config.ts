@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { MinisignFormatError, type MinisignPublicKey, parsePublicKeys } from 'launcher-client/minisign';
+import { MAX_DELTA_FILE_BYTES } from './modules/deltas/zstd.js';
 
 /** Every setting the service reads from its environment; `loadConfig` is the only reader of `process.env`. */
 export interface Config {
@@ -59,6 +60,8 @@ export interface Config {
     readonly sources: number;
     /** A delta is kept only when smaller than this share of the target file. */
     readonly maxRatio: number;
+    /** Pairs with a larger file get no delta: bounds a job's memory (about 3 × this). */
+    readonly maxFileBytes: number;
   };
 }
 
@@ -313,6 +316,7 @@ export function loadConfig(env: Env = process.env): Config {
       enabled: env.DELTAS === undefined ? true : flag(env, 'DELTAS'),
       sources: integer(env, 'DELTA_SOURCES', 3, 1, 20),
       maxRatio: decimal(env, 'DELTA_MAX_RATIO', 0.5, 0.01, 1),
+      maxFileBytes: integer(env, 'DELTA_MAX_FILE_BYTES', MAX_DELTA_FILE_BYTES, 1, MAX_DELTA_FILE_BYTES),
     }),
   });
 }

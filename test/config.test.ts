@@ -172,13 +172,12 @@ describe('operations settings', () => {
 });
 
 describe('delta update settings', () => {
-  it('makes deltas from the 3 newest earlier versions, kept under half the file, by default', () => {
-    expect(loadConfig({}).deltas).toEqual({ enabled: true, sources: 3, maxRatio: 0.5 });
-    expect(loadConfig({ DELTAS: 'off', DELTA_SOURCES: '5', DELTA_MAX_RATIO: '0.25' }).deltas).toEqual({
-      enabled: false,
-      sources: 5,
-      maxRatio: 0.25,
-    });
+  it('makes deltas from the 3 newest earlier versions, kept under half the file, of files up to 2 GiB, by default', () => {
+    expect(loadConfig({}).deltas).toEqual({ enabled: true, sources: 3, maxRatio: 0.5, maxFileBytes: 2 * 1024 ** 3 });
+    expect(
+      loadConfig({ DELTAS: 'off', DELTA_SOURCES: '5', DELTA_MAX_RATIO: '0.25', DELTA_MAX_FILE_BYTES: '700000000' })
+        .deltas,
+    ).toEqual({ enabled: false, sources: 5, maxRatio: 0.25, maxFileBytes: 700_000_000 });
   });
 
   it.each([
@@ -186,6 +185,9 @@ describe('delta update settings', () => {
     [{ DELTA_SOURCES: '0' }, /DELTA_SOURCES must be between 1 and 20/],
     [{ DELTA_MAX_RATIO: 'half' }, /DELTA_MAX_RATIO must be a decimal number/],
     [{ DELTA_MAX_RATIO: '1.5' }, /DELTA_MAX_RATIO must be between 0.01 and 1/],
+    // zstd's window ends at 2 GiB: no larger file can be a delta's.
+    [{ DELTA_MAX_FILE_BYTES: '2147483649' }, /DELTA_MAX_FILE_BYTES must be between 1 and 2147483648/],
+    [{ DELTA_MAX_FILE_BYTES: '0' }, /DELTA_MAX_FILE_BYTES must be between 1 and 2147483648/],
   ])('refuses %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });

@@ -355,6 +355,30 @@ describe('delta stores and serving', () => {
     }
   });
 
+  it('makes no delta of a file over DELTA_MAX_FILE_BYTES (the bound of its memory), and says why', async () => {
+    const t = await buildTestApp({ DELTA_MAX_FILE_BYTES: String(3 * MB) });
+    try {
+      const big = await publishPair(t, 'too-big', versionPair(4 * MB));
+      const small = await publishPair(t, 'small-enough', versionPair(2 * MB));
+      await t.app.ctx.deltas.tick();
+      await t.app.ctx.deltas.tick();
+      const rows = await t.database.db
+        .selectFrom('softwareDeltas')
+        .select(['targetVersionId', 'status', 'error'])
+        .execute();
+      const of = (id: string) => rows.find((r) => r.targetVersionId === id);
+      expect(of(big.v2.id)).toMatchObject({
+        status: 'skipped',
+        error: expect.stringMatching(/^files over 3145728 bytes \(DELTA_MAX_FILE_BYTES\) get no delta/),
+      });
+      expect(of(small.v2.id)).toMatchObject({ status: 'ready', error: null });
+      expect((await checkUpdate(t.app.server, 'too-big', 1)).latest.delta).toBeUndefined();
+      expect((await checkUpdate(t.app.server, 'small-enough', 1)).latest.delta?.fromVersionCode).toBe(1);
+    } finally {
+      await t.close();
+    }
+  });
+
   it('hands a delta download to the proxy like a full download, counted once', async () => {
     const t = await buildTestApp({ DOWNLOAD_OFFLOAD: 'x-accel-redirect' });
     try {
@@ -381,7 +405,7 @@ describe('delta stores and serving', () => {
         t.database.db,
         t.app.ctx.storage,
         t.app.ctx.cache,
-        { ...DEFAULT_DELTA_OPTIONS, sources: 3, maxRatio: 0.5 },
+        { ...DEFAULT_DELTA_OPTIONS, sources: 3, maxRatio: 0.5, maxFileBytes: 2 * 1024 ** 3 },
         { info: () => undefined, warn: (msg) => warnings.push(msg) },
       );
       expect(await worker.launch(() => undefined)).toBe(false);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
-import { applyDelta, type DeltaOffer } from './delta.js';
+import { applyDelta, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
 import { HttpError, IntegrityError, LauncherClientError, PublisherSignatureError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
@@ -269,6 +269,7 @@ export class UpdateManager {
    * Downloads `update` into the state folder's downloads (resuming an earlier attempt), checks its
    * size, SHA-256 and any `fileChecks`, and moves it to `downloads/<sha256>/<file name>`. A file that
    * fails a check is deleted. With `currentFile` and a delta offered, the delta comes first (`delta.ts`).
+   * A file rebuilt from a delta that a process ending midway left behind is deleted first.
    */
   async downloadUpdate(update: UpdateInfo, options: DownloadOptions = {}): Promise<DownloadedUpdate> {
     const sha256 = update.sha256?.toLowerCase() ?? null;
@@ -281,6 +282,8 @@ export class UpdateManager {
     const final = path.join(folder, UpdateManager.fileName(update));
     const checks = [...(this.options.fileChecks ?? []), ...this.publisherCheck(update)];
     const done = { update, file: final, sha256, delta: false, downloadedBytes: 0, deltaFailure: null };
+    // A file rebuilt from a delta by a process that died midway (as large as the update it was for).
+    await removeAbandonedRebuilds(dir);
     if (await UpdateManager.alreadyThere(final, expected, checks)) return done;
     const fetchOptions = { ...options, retry: this.retry };
     let viaDelta = null;

@@ -5,6 +5,10 @@
  * new file with the `zstd` program into the state folder's downloads (zstd writes it: the file is
  * never held in memory here), verifies it against `latest` and moves it into place. Any failure is
  * reported, not thrown (the caller then downloads the full file), except a cancellation.
+ *
+ * The rebuilt file is named after the process writing it (`<sha256>.<pid>.rebuilt`): one left by a
+ * process that died mid-apply (killed, crashed, the power cut) is removed by the next download of
+ * any update (`removeAbandonedRebuilds`), while a rebuild still under way in a live process is not.
  */
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -41,6 +45,42 @@ export interface DeltaRequest {
 export type DeltaOutcome =
   | { readonly applied: true; readonly downloadedBytes: number }
   | { readonly applied: false; readonly downloadedBytes: number; readonly reason: string };
+
+/** `<sha256 of the new file>.<pid of the process writing it>.rebuilt` */
+const REBUILT = /^[0-9a-f]{64}\.(\d+)\.rebuilt$/;
+
+/** Whether process `pid` is running (on Windows too: signal 0 only asks). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it runs, as another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The rebuilt files this process is writing now. */
+const writing = new Set<string>();
+
+/**
+ * Deletes the rebuilt files in `dir` that no running process is writing: those of processes that
+ * ended, and this process's own that it is not writing now (an earlier process had the same pid).
+ */
+export async function removeAbandonedRebuilds(dir: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await fs.promises.readdir(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(REBUILT.exec(name)?.[1] ?? NaN);
+    const file = path.join(dir, name);
+    if (Number.isNaN(pid) || (pid === process.pid ? writing.has(file) : running(pid))) continue;
+    await fs.promises.rm(file, { force: true });
+  }
+}
 
 /** `--patch-from` came with zstd 1.4.5. */
 const PATCH_FROM_SINCE = [1, 4, 5];
@@ -94,8 +134,9 @@ function rebuild(program: string, source: string, delta: string, out: string, si
 export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
   const { dir, offer, download } = request;
   const deltaFiles = partFiles(dir, offer.sha256);
-  const rebuilt = path.join(dir, `${request.expected.sha256}.rebuilt`);
+  const rebuilt = path.join(dir, `${request.expected.sha256}.${process.pid}.rebuilt`);
   let downloadedBytes = 0;
+  writing.add(rebuilt);
   try {
     const unusable = await zstdUnusable(request.zstd);
     if (unusable !== null) return { applied: false, downloadedBytes, reason: unusable };
@@ -115,5 +156,7 @@ export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
     if (download.signal?.aborted) throw new AbortedError('the download was cancelled', { cause: err });
     await deltaFiles.remove();
     return { applied: false, downloadedBytes, reason: (err as Error).message };
+  } finally {
+    writing.delete(rebuilt);
   }
 }

@@ -31,43 +31,40 @@ const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
   'publisher-signature',
 ]);
 
-/** The answer has no valid RFC 9421 signature by a trusted key (missing, malformed, untrusted, wrong). */
-export class SignatureError extends LauncherClientError {
-  override readonly name = 'SignatureError';
-  readonly kind = 'signature';
+/** A `LauncherClientError` class of one `name` and `kind`. */
+type Failure<N extends string, K extends ErrorKind> = new (
+  message?: string,
+  options?: ErrorOptions,
+) => LauncherClientError & { readonly name: N; readonly kind: K };
+
+/** The base of each error below: its `name` and `kind`. */
+function failure<N extends string, K extends ErrorKind>(name: N, kind: K): Failure<N, K> {
+  return class extends LauncherClientError {
+    override readonly name = name;
+    readonly kind = kind;
+  };
 }
+
+/** The answer has no valid RFC 9421 signature by a trusted key (missing, malformed, untrusted, wrong). */
+export class SignatureError extends failure('SignatureError', 'signature') {}
 
 /** The answer's `Content-Digest` is missing, malformed, or not the SHA-256 of the bytes received. */
-export class DigestError extends LauncherClientError {
-  override readonly name = 'DigestError';
-  readonly kind = 'digest';
-}
+export class DigestError extends failure('DigestError', 'digest') {}
 
 /** The answer was signed too long ago, or before an answer of the same URL already accepted (a replay). */
-export class StaleAnswerError extends LauncherClientError {
-  override readonly name = 'StaleAnswerError';
-  readonly kind = 'stale';
-}
+export class StaleAnswerError extends failure('StaleAnswerError', 'stale') {}
 
 /** A downloaded file's size or SHA-256 is not what the verified answer said (the file is deleted). */
-export class IntegrityError extends LauncherClientError {
-  override readonly name = 'IntegrityError';
-  readonly kind = 'integrity';
-}
+export class IntegrityError extends failure('IntegrityError', 'integrity') {}
 
 /**
  * With publisher keys pinned: the downloaded file has no minisign signature by one of them, or its
  * trusted comment does not name this package, versionCode and SHA-256 (the file is deleted).
  */
-export class PublisherSignatureError extends LauncherClientError {
-  override readonly name = 'PublisherSignatureError';
-  readonly kind = 'publisher-signature';
-}
+export class PublisherSignatureError extends failure('PublisherSignatureError', 'publisher-signature') {}
 
 /** The service answered with an unexpected status. */
-export class HttpError extends LauncherClientError {
-  override readonly name = 'HttpError';
-  readonly kind = 'http';
+export class HttpError extends failure('HttpError', 'http') {
   constructor(
     readonly status: number,
     readonly url: string,
@@ -81,19 +78,10 @@ export class HttpError extends LauncherClientError {
 }
 
 /** The request did not get an answer (refused, reset, timed out, cut off). */
-export class NetworkError extends LauncherClientError {
-  override readonly name = 'NetworkError';
-  readonly kind = 'network';
-}
+export class NetworkError extends failure('NetworkError', 'network') {}
 
 /** The caller's `AbortSignal` fired. */
-export class AbortedError extends LauncherClientError {
-  override readonly name = 'AbortedError';
-  readonly kind = 'aborted';
-}
+export class AbortedError extends failure('AbortedError', 'aborted') {}
 
 /** The state folder could not be read or written, or holds something unreadable. */
-export class StateError extends LauncherClientError {
-  override readonly name = 'StateError';
-  readonly kind = 'state';
-}
+export class StateError extends failure('StateError', 'state') {}

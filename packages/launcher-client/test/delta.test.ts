@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -128,6 +128,37 @@ describe('delta updates in the client', () => {
     // The next call finds the verified file and downloads nothing.
     const again = await manager(stateDir).downloadUpdate(update, { currentFile });
     expect(again).toMatchObject({ file: done.file, delta: false, downloadedBytes: 0 });
+  });
+
+  it('a file rebuilt by a process that died mid-apply is deleted by the next update; one being written is kept', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const dir = path.join(stateDir, 'downloads');
+    fs.mkdirSync(dir, { recursive: true });
+    // What zstd had written when its process was killed: for this update and another, by a process
+    // that has ended, and by an earlier process that had this process's pid.
+    const dead = spawnSync(process.execPath, ['-e', '']).pid;
+    const other = 'ab'.repeat(32);
+    const left = [`${target.sha256}.${dead}.rebuilt`, `${other}.${dead}.rebuilt`, `${other}.${process.pid}.rebuilt`];
+    // A rebuild under way in another process that still runs.
+    const live = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => live.once('exit', resolve));
+    const writing = `${other}.${live.pid}.rebuilt`;
+    for (const name of [...left, writing]) fs.writeFileSync(path.join(dir, name), builds.after.subarray(0, 5000));
+    const files = [target.sha256, path.join(target.sha256, 'delta-launcher-2.0')];
+    try {
+      const done = await manager(stateDir).downloadUpdate(update, { currentFile });
+      expect(done.delta).toBe(true);
+      expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+      expect(downloadsOf(stateDir).sort()).toEqual([...files, writing].sort());
+    } finally {
+      live.kill('SIGKILL');
+      await exited;
+    }
+    // Once that process is gone, the next call removes its file too (even one that downloads nothing).
+    const again = await manager(stateDir).downloadUpdate(update);
+    expect(again.downloadedBytes).toBe(0);
+    expect(downloadsOf(stateDir).sort()).toEqual(files);
   });
 
   it('a cut-off delta download resumes with Range and If-Range, as every download', async () => {

@@ -17,6 +17,11 @@ export interface DeltaOptions {
   sources: number;
   /** A delta is kept only when smaller than this share of the target file. */
   maxRatio: number;
+  /**
+   * Pairs with a file larger than this get no delta (recorded as skipped): zstd holds both files
+   * and its tables, about 3 × the file, and nothing of zstd's caps that (`MAX_DELTA_FILE_BYTES`).
+   */
+  maxFileBytes: number;
   /** How often each instance plans and looks for a job. */
   pollMs: number;
   /** A claimed job is this instance's for this long, renewed while zstd runs; a crashed holder's lapses. */
@@ -32,9 +37,6 @@ export const DEFAULT_DELTA_OPTIONS = {
   maxAttempts: 5,
   backoffMs: 60_000,
 } as const;
-
-/** zstd's largest window: a file above it cannot be a delta's source or target. */
-export const MAX_DELTA_FILE_BYTES = 2 * 1024 ** 3;
 
 /**
  * A version published longer ago than this gets no deltas planned for it, unless it is its
@@ -329,8 +331,12 @@ export class DeltaWorker extends Poller {
     target: Pick<VersionRow, 'versionCode' | 'filePath' | 'fileSize'>,
     signal: AbortSignal,
   ): Promise<Made> {
-    if (source.fileSize > MAX_DELTA_FILE_BYTES || target.fileSize > MAX_DELTA_FILE_BYTES) {
-      return { status: 'skipped', error: 'files over 2 GiB get no delta' };
+    const limit = this.options.maxFileBytes;
+    if (source.fileSize > limit || target.fileSize > limit) {
+      return {
+        status: 'skipped',
+        error: `files over ${limit} bytes (DELTA_MAX_FILE_BYTES) get no delta: the source has ${source.fileSize}, the target ${target.fileSize}`,
+      };
     }
     const work = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'lds-delta-'));
     try {

@@ -13,6 +13,15 @@ const MIN_VERSION = [1, 4, 5] as const;
 export const LONG = '--long=31';
 
 /**
+ * The largest file a delta is made from or to: zstd's largest window. Making a delta holds both
+ * files and zstd's tables, about 3 × the file (2.9 GiB for 1 GB), one job at a time per instance.
+ * zstd's `--memory` does not lower that: with `--patch-from` it only raises the 128 MiB limit on the
+ * old file, which zstd raises to the files' size itself. So the files' size (`DELTA_MAX_FILE_BYTES`,
+ * at most this) is the bound.
+ */
+export const MAX_DELTA_FILE_BYTES = 2 * 1024 ** 3;
+
+/**
  * Compression level 3 (zstd's default): on a 100 MB pair, levels 1, 3 and 9 gave the same delta
  * (1.10 MB) in 0.6, 1.2 and 2.2 s; 19 took 83 s for a larger one.
  */
@@ -37,7 +46,7 @@ export interface ZstdRun {
 }
 
 /** The peak resident memory of process `pid` so far, in kB (0 where /proc does not tell). */
-function highWaterKb(pid: number): number {
+export function highWaterKb(pid: number): number {
   try {
     const match = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
     return match ? Number(match[1]) : 0;

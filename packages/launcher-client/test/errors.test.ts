@@ -1,0 +1,52 @@
+import { describe, expect, expectTypeOf, it } from 'vitest';
+// The package's public names.
+import * as client from '../src/index.js';
+
+describe('the error classes', () => {
+  it.each([
+    ['SignatureError', client.SignatureError, 'signature', true],
+    ['DigestError', client.DigestError, 'digest', true],
+    ['StaleAnswerError', client.StaleAnswerError, 'stale', true],
+    ['IntegrityError', client.IntegrityError, 'integrity', true],
+    ['PublisherSignatureError', client.PublisherSignatureError, 'publisher-signature', true],
+    ['NetworkError', client.NetworkError, 'network', false],
+    ['AbortedError', client.AbortedError, 'aborted', false],
+    ['StateError', client.StateError, 'state', false],
+  ] as const)('%s: its name and kind, a LauncherClientError', (name, Class, kind, verification) => {
+    const cause = new Error('underneath');
+    const err = new Class('what happened', { cause });
+    expect(err).toBeInstanceOf(Class);
+    expect(err).toBeInstanceOf(client.LauncherClientError);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).toMatchObject({ name, kind, verification, message: 'what happened', cause });
+    expect(String(err)).toBe(`${name}: what happened`);
+    // Each class is its own: none is an instance of another.
+    expect(err instanceof (Class === client.SignatureError ? client.DigestError : client.SignatureError)).toBe(false);
+  });
+
+  it('HttpError carries the status, URL, server message and Retry-After', () => {
+    const err = new client.HttpError(503, 'http://127.0.0.1/x', 'busy', 2000);
+    expect(err).toBeInstanceOf(client.LauncherClientError);
+    expect(err).toMatchObject({
+      name: 'HttpError',
+      kind: 'http',
+      verification: false,
+      status: 503,
+      url: 'http://127.0.0.1/x',
+      serverMessage: 'busy',
+      retryAfterMs: 2000,
+      message: 'http://127.0.0.1/x answered 503: busy',
+    });
+    expect(new client.HttpError(404, 'http://127.0.0.1/y', null)).toMatchObject({
+      message: 'http://127.0.0.1/y answered 404',
+      retryAfterMs: null,
+    });
+  });
+
+  it('names and kinds are literal types a program can switch on', () => {
+    expectTypeOf(new client.SignatureError('x').kind).toEqualTypeOf<'signature'>();
+    expectTypeOf(new client.SignatureError('x').name).toEqualTypeOf<'SignatureError'>();
+    expectTypeOf(new client.HttpError(500, 'u', null).kind).toEqualTypeOf<'http'>();
+    expectTypeOf<client.StateError>().toMatchTypeOf<client.LauncherClientError>();
+  });
+});
