@@ -65,7 +65,7 @@ async function measureMaking(label: string, source: string, target: string): Pro
     `delta ${label}: ${mib(size)} for a ${mib(full)} file (${((100 * size) / full).toFixed(2)} %); made in ${made.toFixed(1)} s, ` +
       `zstd peak RSS ${mib(run.maxRssKb * 1024)}; rebuilt (the service's check) in ${rebuilt.toFixed(1)} s`,
   );
-  return { delta: out, target: { file: target, ...digest } };
+  return { delta: out, target: { file: target, size: full, sha256: digest } };
 }
 
 /** The pids of this process's zstd children (Linux: /proc/self/task/N/children; else none). */
