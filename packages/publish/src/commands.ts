@@ -176,7 +176,8 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const file = await describeFile(options.require('file'));
-  const addon = await api.json<Addon>('GET', `/api/addons/${encodeURIComponent(slug)}`);
+  // The administrators' read: it lists scheduled releases too (publishAt in the future), not yet public.
+  const addon = await api.json<Addon>('GET', `/api/admin/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
   if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
   const fileSignature = await signatureFor(

@@ -92,19 +92,29 @@ export class ResumableUploads {
     return reply.code(answer.status).send();
   }
 
-  /** The stored file of a finished upload (finishing it first when its last request could not). */
+  /**
+   * The stored file of a finished upload, finishing it first when its last request could not (the
+   * store failed, or the process stopped): its bytes are kept until the stored file is recorded.
+   */
   async result(id: string): Promise<UploadedFile> {
     const stored = await this.files.findByUnique(id);
     if (stored !== null) return stored;
     if (!UPLOAD_ID.test(id)) throw notFound('no such upload');
-    const upload = await this.place.datastore.getUpload(this.place.idPrefix + id).catch((err: unknown) => {
-      if (isGone(err)) throw notFound('no such upload (it was cancelled, or expired unfinished)');
+    try {
+      const upload = await this.place.datastore.getUpload(this.place.idPrefix + id).catch((err: unknown) => {
+        if (isGone(err)) throw notFound('no such upload (it was cancelled, or expired unfinished)');
+        throw err;
+      });
+      if (upload.size === undefined || upload.offset < upload.size) {
+        throw conflict(`upload not finished: ${upload.offset} of ${upload.size ?? '?'} bytes received`);
+      }
+      return await this.finish(upload);
+    } catch (err) {
+      // Finished meanwhile by another instance, which then removed the upload's bytes.
+      const finished = await this.files.findByUnique(id);
+      if (finished !== null) return finished;
       throw err;
-    });
-    if (upload.size === undefined || upload.offset < upload.size) {
-      throw conflict(`upload not finished: ${upload.offset} of ${upload.size ?? '?'} bytes received`);
     }
-    return this.finish(upload);
   }
 
   /**
@@ -128,10 +138,13 @@ export class ResumableUploads {
     return stored;
   }
 
-  /** Deletes every upload created more than the expiry before `at` and still unfinished. */
+  /**
+   * Deletes every upload created more than the expiry before `at`, finished or not, and whatever is
+   * left of an upload without its record (bytes, or an S3 multipart upload with its parts).
+   */
   async expire(at = now()): Promise<number> {
     let removed = 0;
-    for (const id of await this.place.list()) {
+    for (const id of await this.place.begunBefore(at - this.expiryMs)) {
       const upload = await this.place.datastore.getUpload(this.place.idPrefix + id).catch((err: unknown) => {
         if (isGone(err)) return null;
         throw err;
