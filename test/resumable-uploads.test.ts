@@ -412,12 +412,14 @@ describe.each([
       repair();
     }
     // The store works again. Asked of this instance and at once of a new one (as after a restart,
-    // nothing of the upload in memory), which race to store it: both answer the stored file.
+    // nothing of the upload in memory), which race to store it: each stores it or, having read it
+    // while the other was at it, answers 503; asked again, both answer the one stored file.
     let stored: { filePath: string } = { filePath: '' };
     await secondInstance(async (other) => {
-      const answers = await Promise.all(
-        [url, url.replace(base, other)].map((at) => fetch(at, { headers: auth() })),
-      );
+      const urls = [url, url.replace(base, other)];
+      const raced = await Promise.all(urls.map((at) => fetch(at, { headers: auth() })));
+      expect(raced.map((res) => res.status)).toEqual([expect.toBeOneOf([200, 503]), expect.toBeOneOf([200, 503])]);
+      const answers = await Promise.all(urls.map((at) => fetch(at, { headers: auth() })));
       expect(answers.map((res) => res.status)).toEqual([200, 200]);
       const [one, two] = await Promise.all(answers.map(async (res) => (await res.json()) as { filePath: string }));
       expect(two).toEqual(one);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { pipeline, Transform } from 'node:stream';
 import { Server as TusServer } from '@tus/server';
 import { TUS_RESUMABLE, type Upload } from '@tus/utils';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -22,6 +23,25 @@ export interface ResumableOptions {
 
 /** A tus error the hooks throw: the server answers it with this status and text. */
 const tusError = (status_code: number, body: string) => ({ status_code, body });
+
+/**
+ * Passes the bytes through and fails, before the end, when they are not exactly `size`: a store
+ * that answers an upload's object while another instance is still writing it (S3-compatible
+ * servers that write in place) never gets a short copy stored.
+ */
+function exactly(size: number): Transform {
+  let seen = 0;
+  const wrong = () => new Error(`resumable upload read back ${seen} bytes, not its ${size}`);
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      done(seen > size ? wrong() : null, chunk);
+    },
+    flush(done) {
+      done(seen === size ? null : wrong());
+    },
+  });
+}
 
 function originalNameOf(upload: Upload): string {
   const name = upload.metadata?.filename;
@@ -119,14 +139,15 @@ export class ResumableUploads {
 
   /**
    * Streams a complete upload into the store (hashing it) under a key made from its id, records it,
-   * then deletes its unfinished copy. Finishing twice (two instances) stores the same key twice.
+   * then deletes its unfinished copy. Finishing twice (two instances) stores the same bytes under the
+   * same key twice; a copy read back short fails, and is never stored.
    */
   private async finish(upload: Upload): Promise<UploadedFile> {
     const id = upload.id.slice(this.place.idPrefix.length);
     const name = originalNameOf(upload);
     const created = upload.creation_date === undefined ? new Date(now()) : new Date(upload.creation_date);
     const key = keyForUpload(name, created, id);
-    const source = await this.place.read(id);
+    const source = pipeline(await this.place.read(id), exactly(upload.size ?? 0), () => undefined);
     const type = upload.metadata?.filetype;
     const stored = await this.files.upload(
       source,
