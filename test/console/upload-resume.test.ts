@@ -187,10 +187,12 @@ describe('console uploads in Chromium', () => {
     expect(version).toMatchObject({ fileSize: SIZE, sha256 });
     const served = await fetch(`${service.server.url}${version?.filePath ?? ''}`);
     expect(served.status).toBe(200);
-    expect(createHash('sha256').update(Buffer.from(await served.arrayBuffer())).digest('hex')).toBe(sha256);
-    // Done: the console forgot the upload.
     expect(
-      await second.evaluate(() => Object.keys(localStorage).filter((key) => key.startsWith('tus::'))),
-    ).toEqual([]);
+      createHash('sha256')
+        .update(Buffer.from(await served.arrayBuffer()))
+        .digest('hex'),
+    ).toBe(sha256);
+    // Done: the console forgot the upload.
+    expect(await second.evaluate(() => Object.keys(localStorage).filter((key) => key.startsWith('tus::')))).toEqual([]);
   });
 });

@@ -115,7 +115,10 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               if (err instanceof AppError) throw err;
               request.log.error({ err }, 'storing a finished resumable upload failed');
               reply.header('Retry-After', '10');
-              throw new AppError(503, 'the upload is complete but could not be stored yet; its bytes are kept: try again');
+              throw new AppError(
+                503,
+                'the upload is complete but could not be stored yet; its bytes are kept: try again',
+              );
             }
           },
         );
