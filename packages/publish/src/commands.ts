@@ -10,7 +10,8 @@ import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
-import { CHUNK_BYTES, describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
+import { CHUNK_BYTES } from './tus.js';
+import { describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
 
 export interface Context {
   /** Where progress goes (stderr); stdout carries only the answer's JSON line. */

@@ -106,6 +106,14 @@ const versionArgs = (file: string, code: number, extra: string[] = []) => [
   ...extra,
 ];
 
+/** `args` run again with another file (its last value): exit 1, and `{error}` naming the conflict. */
+async function expectConflict(args: string[], otherName: string, error: RegExp): Promise<void> {
+  const other = build(otherName, 100);
+  const clash = await run([...args.slice(0, -1), other.file]);
+  expect(clash.code).toBe(1);
+  expect(JSON.parse(clash.stderr)).toEqual({ error: expect.stringMatching(error) });
+}
+
 async function versionsOf(): Promise<{ id: string; versionCode: number }[]> {
   const res = await admin(t, 'GET', '/api/admin/software/cli-launcher');
   return res.json<{ versions: { id: string; versionCode: number }[] }>().versions;
@@ -237,12 +245,7 @@ describe('launcher-publish', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ id: release.id });
     expect(counted.patchBytes).toBe(50_000);
-    const other = build('addon-1-other.zip', 100);
-    const clash = await run([...args.slice(0, -1), other.file]);
-    expect(clash.code).toBe(1);
-    expect(JSON.parse(clash.stderr)).toEqual({
-      error: expect.stringMatching(/^conflict: cli-addon release 1\.0\.0 \(id [^)]+\) already exists/),
-    });
+    await expectConflict(args, 'addon-1-other.zip', /^conflict: cli-addon release 1\.0\.0 \(id [^)]+\) already exists/);
     expect(counted.patchBytes).toBe(50_000);
   });
 
@@ -284,12 +287,11 @@ describe('launcher-publish', () => {
     expect(Date.parse(printed.publishAt)).toBe(Date.parse(publishAt));
     expect(counted.patchBytes).toBe(0);
     expect(await releasesOf()).toHaveLength(1);
-    const other = build('scheduled-2-other.zip', 100);
-    const clash = await run([...args.slice(0, -1), other.file]);
-    expect(clash.code).toBe(1);
-    expect(JSON.parse(clash.stderr)).toEqual({
-      error: expect.stringMatching(/^conflict: cli-scheduled release 2\.0\.0 \(id [^)]+\) already exists/),
-    });
+    await expectConflict(
+      args,
+      'scheduled-2-other.zip',
+      /^conflict: cli-scheduled release 2\.0\.0 \(id [^)]+\) already exists/,
+    );
     expect(counted.patchBytes).toBe(0);
     expect(await releasesOf()).toHaveLength(1);
   });
