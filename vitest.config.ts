@@ -49,7 +49,7 @@ export default async (): Promise<ViteUserConfig> => {
           test: {
             name: 'console',
             include: ['test/console/**/*.test.ts'],
-            exclude: browser ? [] : ['test/console/console.test.ts'],
+            exclude: browser ? [] : ['test/console/console.test.ts', 'test/console/upload-resume.test.ts'],
             globalSetup: ['test/console/global-setup.ts'],
             testTimeout: 120_000,
             hookTimeout: 180_000,

@@ -1,9 +1,16 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import {
+  CreateMultipartUploadCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  type S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -34,15 +41,40 @@ function bytes(size: number, seed = 1): Buffer {
 interface Store {
   /** A store for one app (a fresh prefix on S3), and what is left in its resumable place. */
   open(dir: string): Storage;
-  /** Everything kept in the store's resumable place (file or object names). */
+  /** Everything kept in the store's resumable place: file or object names, and (S3) pending multipart uploads. */
   leftovers(dir: string): Promise<string[]>;
-  close?(): Promise<void>;
+  /** Makes storing a finished upload fail until the answered function repairs the store. */
+  breakStore(dir: string): () => void;
+  /** What a creation stopped half-way leaves of upload `id`: bytes without a record. */
+  orphan(dir: string, id: string): Promise<void>;
 }
 
+/** How pending multipart uploads appear among the leftovers. */
+const MULTIPART = ' (multipart upload)';
+
 function localStore(): Store {
+  const tus = (dir: string) => path.join(dir, 'uploads', '.tus');
   return {
     open: (dir) => new LocalStorage(path.join(dir, 'uploads')),
-    leftovers: async (dir) => fs.readdirSync(path.join(dir, 'uploads', '.tus')),
+    leftovers: async (dir) => fs.readdirSync(tus(dir)),
+    // A file where the month's folder of stored files goes (the folder itself set aside).
+    breakStore: (dir) => {
+      const now = Date.now();
+      const months = new Set([now, now + 60_000].map((at) => new Date(at).toISOString().slice(0, 7)));
+      const folders = [...months].map((month) => path.join(dir, 'uploads', month));
+      for (const folder of folders) {
+        if (fs.existsSync(folder)) fs.renameSync(folder, `${folder}.aside`);
+        fs.writeFileSync(folder, 'not a folder');
+      }
+      return () => {
+        for (const folder of folders) {
+          fs.rmSync(folder);
+          if (fs.existsSync(`${folder}.aside`)) fs.renameSync(`${folder}.aside`, folder);
+        }
+      };
+    },
+    // The datastore creates an upload's bytes file, then its record.
+    orphan: async (dir, id) => fs.writeFileSync(path.join(tus(dir), id), ''),
   };
 }
 
@@ -55,19 +87,39 @@ function s3Store(s3: () => TestS3): Store {
     if (storage.kind !== 's3') throw new Error('expected S3 storage');
     return storage;
   };
+  const withClient = async <T>(dir: string, use: (client: S3Client, tus: string) => Promise<T>): Promise<T> => {
+    const storage = new S3Storage(configFor(dir), { credentials: S3RVER_CREDENTIALS });
+    try {
+      return await use(storage.client, `${prefixes.get(dir)}/.tus/`);
+    } finally {
+      await storage.close();
+    }
+  };
   return {
     open: (dir) => new S3Storage(configFor(dir), { credentials: S3RVER_CREDENTIALS }),
-    leftovers: async (dir) => {
-      const storage = new S3Storage(configFor(dir), { credentials: S3RVER_CREDENTIALS });
-      try {
-        const listed = await storage.client.send(
-          new ListObjectsV2Command({ Bucket: s3().bucket, Prefix: `${prefixes.get(dir)}/.tus/` }),
-        );
-        return (listed.Contents ?? []).map((object) => (object.Key ?? '').split('/').pop() ?? '');
-      } finally {
-        await storage.close();
-      }
+    leftovers: (dir) =>
+      withClient(dir, async (client, tus) => {
+        const Bucket = s3().bucket;
+        const objects = await client.send(new ListObjectsV2Command({ Bucket, Prefix: tus }));
+        const pending = await client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: tus }));
+        return [
+          ...(objects.Contents ?? []).map((object) => (object.Key ?? '').slice(tus.length)),
+          ...(pending.Uploads ?? []).map((upload) => (upload.Key ?? '').slice(tus.length) + MULTIPART),
+        ];
+      }),
+    // S3 fails to complete the multipart uploads of resumable uploads (their last part is in).
+    breakStore: () => {
+      s3().fail((request) => request.method === 'POST' && request.query.uploadId !== undefined);
+      return () => s3().fail(null);
     },
+    // The datastore begins a multipart upload, then writes its `.info` record.
+    orphan: (dir, id) =>
+      withClient(dir, async (client, tus) => {
+        const Bucket = s3().bucket;
+        const Key = tus + id;
+        const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket, Key }));
+        await client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 1, Body: bytes(1000) }));
+      }),
   };
 }
 
@@ -80,7 +132,7 @@ afterAll(() => s3.close());
 describe.each([
   ['local folder', localStore()],
   ['S3', s3Store(() => s3)],
-])('resumable uploads on the %s store', (_name, store) => {
+])('resumable uploads on the %s store', (storeName, store) => {
   let t: TestApp;
   let storage: Storage;
   let base: string;
@@ -112,6 +164,27 @@ describe.each([
       headers: { ...auth(), ...TUS, 'upload-length': String(size), 'upload-metadata': metadata, ...headers },
     });
     return res;
+  }
+
+  /** What the store keeps of upload `id`. */
+  const kept = async (id: string) => (await store.leftovers(storeDir())).filter((name) => name.startsWith(id));
+
+  /** Runs `use` with a second instance on the same store and database (as after a restart): its base URL. */
+  async function secondInstance(use: (base: string) => Promise<void>): Promise<void> {
+    const second = await buildApp({
+      config: t.app.ctx.config,
+      database: await openDatabase(t.testDb.config),
+      storage: store.open(storeDir()),
+      logger: false,
+    });
+    try {
+      await second.server.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = second.server.server.address() as AddressInfo;
+      await use(`http://127.0.0.1:${port}`);
+    } finally {
+      await second.close();
+      await second.ctx.storage.close?.();
+    }
   }
 
   async function offsetOf(url: string): Promise<number> {
@@ -211,29 +284,14 @@ describe.each([
   });
 
   it('two instances sharing the store and database: started on one, finished on the other', async () => {
-    const second = await buildApp({
-      config: t.app.ctx.config,
-      database: await openDatabase(t.testDb.config),
-      storage: store.open(storeDir()),
-      logger: false,
-    });
-    try {
-      await second.server.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = second.server.server.address() as { port: number };
+    await secondInstance(async (other) => {
       const data = bytes(900_000, 5);
       const url = await tusUpload(base, token, data, 'shared.bin', { chunkSize: 300_000, stopAfter: 300_000 });
       expect(await offsetOf(url)).toBe(300_000);
-      const onSecond = url.replace(base, `http://127.0.0.1:${port}`);
-      await tusUpload(`http://127.0.0.1:${port}`, token, data, 'shared.bin', {
-        uploadUrl: onSecond,
-        chunkSize: 300_000,
-      });
+      await tusUpload(other, token, data, 'shared.bin', { uploadUrl: url.replace(base, other), chunkSize: 300_000 });
       const res = await fetch(url, { headers: auth() });
       expect(await res.json()).toMatchObject({ originalName: 'shared.bin', size: data.length, sha256: sha256(data) });
-    } finally {
-      await second.close();
-      await second.ctx.storage.close?.();
-    }
+    });
   });
 
   it('answers every protocol error as {error}: 412 version, 409 offset, 413 size, 404, 409 unfinished, 401', async () => {
@@ -275,20 +333,21 @@ describe.each([
     await json(crossSite, 403);
   });
 
-  it('termination: DELETE cancels an upload and leaves nothing behind', async () => {
+  it('termination: DELETE cancels an upload and leaves nothing behind (on S3, its multipart upload is aborted)', async () => {
     const data = bytes(400_000, 9);
     const url = await tusUpload(base, token, data, 'cancel.bin', { chunkSize: 100_000, stopAfter: 100_000 });
     const id = url.split('/').pop() ?? '';
-    const kept = async () => (await store.leftovers(storeDir())).filter((name) => name.startsWith(id));
-    expect(await kept()).not.toEqual([]);
+    const before = await kept(id);
+    expect(before).not.toEqual([]);
+    expect(before.includes(id + MULTIPART)).toBe(storeName === 'S3');
     const res = await fetch(url, { method: 'DELETE', headers: { ...auth(), ...TUS } });
     expect(res.status).toBe(204);
-    expect(await kept()).toEqual([]);
+    expect(await kept(id)).toEqual([]);
     const head = await fetch(url, { method: 'HEAD', headers: { ...auth(), ...TUS } });
     expect(head.status).toBe(404);
   });
 
-  it('expiry: an unfinished upload older than UPLOAD_EXPIRY_HOURS (24) is deleted with its bytes, a young one kept', async () => {
+  it('expiry: an unfinished upload older than UPLOAD_EXPIRY_HOURS (24) is deleted with its bytes (on S3, its multipart upload aborted), a young one kept', async () => {
     const created = await create(300_000, 'old.bin');
     expect(created.status).toBe(201);
     expect(Date.parse(created.headers.get('upload-expires') ?? '') - Date.now()).toBeGreaterThan(23.9 * 3600_000);
@@ -300,18 +359,82 @@ describe.each([
       body: new Uint8Array(bytes(100_000)),
     });
     expect(res.status).toBe(204);
-    const kept = async () => (await store.leftovers(storeDir())).filter((name) => name.startsWith(id));
+    expect((await kept(id)).includes(id + MULTIPART)).toBe(storeName === 'S3');
     setClock(() => Date.now() + 23 * 3600_000);
     await t.app.ctx.resumable.expire();
     expect(await offsetOf(url)).toBe(100_000);
     setClock(() => Date.now() + 24 * 3600_000 + 60_000);
     expect(await t.app.ctx.resumable.expire()).toBeGreaterThanOrEqual(1);
-    expect(await kept()).toEqual([]);
+    expect(await kept(id)).toEqual([]);
     const head = await fetch(url, { method: 'HEAD', headers: { ...auth(), ...TUS } });
     expect(head.status).toBe(404);
     const answer = await fetch(url, { headers: auth() });
     expect(answer.status).toBe(404);
     expect(await answer.json()).toEqual({ error: expect.stringMatching(/expired|cancelled/) });
+  });
+
+  it('expiry also removes what a creation stopped half-way left (bytes without a record; on S3 a multipart upload with a part), once old', async () => {
+    const id = randomUUID();
+    await store.orphan(storeDir(), id);
+    expect(await kept(id)).toEqual([storeName === 'S3' ? id + MULTIPART : id]);
+    // Young, it may be a creation under way: kept.
+    await t.app.ctx.resumable.expire();
+    expect(await kept(id)).not.toEqual([]);
+    setClock(() => Date.now() + 24 * 3600_000 + 60_000);
+    expect(await t.app.ctx.resumable.expire()).toBeGreaterThanOrEqual(1);
+    expect(await kept(id)).toEqual([]);
+  });
+
+  it('storing a finished upload fails: PATCH and GET answer {error} (GET 503), the bytes stay; GET stores it once the store works, on any instance', async () => {
+    const data = bytes(300_000, 13);
+    const created = await create(data.length, 'unlucky.bin');
+    const url = new URL(created.headers.get('location') ?? '', base).href;
+    const id = url.split('/').pop() ?? '';
+    const repair = store.breakStore(storeDir());
+    try {
+      const patch = await fetch(url, {
+        method: 'PATCH',
+        headers: { ...auth(), ...TUS, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' },
+        body: new Uint8Array(data),
+      });
+      expect(patch.status).toBe(500);
+      expect(await patch.json()).toEqual({ error: expect.any(String) });
+      // Every byte is in: a client that asks for the offset is done, and asks for the stored file.
+      expect(await offsetOf(url)).toBe(data.length);
+      for (let i = 0; i < 2; i += 1) {
+        const failed = await fetch(url, { headers: auth() });
+        expect(failed.status).toBe(503);
+        expect(failed.headers.get('retry-after')).toBe('10');
+        expect(await failed.json()).toEqual({ error: expect.stringMatching(/bytes are kept: try again/) });
+      }
+      expect(await kept(id)).not.toEqual([]);
+    } finally {
+      repair();
+    }
+    // The store works again. Asked of this instance and at once of a new one (as after a restart,
+    // nothing of the upload in memory), which race to store it: each stores it or, having read it
+    // while the other was at it, answers 503; asked again, both answer the one stored file.
+    let stored: { filePath: string } = { filePath: '' };
+    await secondInstance(async (other) => {
+      const urls = [url, url.replace(base, other)];
+      const raced = await Promise.all(urls.map((at) => fetch(at, { headers: auth() })));
+      expect(raced.map((res) => res.status)).toEqual([expect.toBeOneOf([200, 503]), expect.toBeOneOf([200, 503])]);
+      const answers = await Promise.all(urls.map((at) => fetch(at, { headers: auth() })));
+      expect(answers.map((res) => res.status)).toEqual([200, 200]);
+      const [one, two] = await Promise.all(answers.map(async (res) => (await res.json()) as { filePath: string }));
+      expect(two).toEqual(one);
+      stored = one ?? stored;
+    });
+    expect(stored).toEqual({
+      filePath: expect.stringMatching(new RegExp(`^/uploads/\\d{4}-\\d{2}/${id}-unlucky\\.bin$`)),
+      originalName: 'unlucky.bin',
+      size: data.length,
+      sha256: sha256(data),
+    });
+    expect((await t.inject(stored.filePath)).rawPayload.equals(data)).toBe(true);
+    expect(await kept(id)).toEqual([]);
+    const again = await fetch(url, { headers: auth() });
+    expect(await again.json()).toEqual(stored);
   });
 });
 

@@ -136,11 +136,16 @@ export class LocalStorage implements Storage {
       datastore,
       idPrefix: '',
       read: async (id) => datastore.read(id),
-      // Each upload has its bytes and a `<id>.json` record; a record alone (bytes gone) is listed too.
-      list: async () =>
-        (await fs.promises.readdir(directory))
-          .filter((name) => name.endsWith('.json'))
-          .map((name) => name.slice(0, -5)),
+      // Each upload has its bytes and a `<id>.json` record, made in this order: bytes alone (a creation
+      // stopped between the two) or a record alone count as an upload too. A record never changes.
+      begunBefore: async (before) => {
+        const ids = new Set<string>();
+        for (const name of await fs.promises.readdir(directory)) {
+          const stat = await fs.promises.stat(path.join(directory, name)).catch(() => null);
+          if (stat?.isFile() && stat.mtimeMs < before) ids.add(name.endsWith('.json') ? name.slice(0, -5) : name);
+        }
+        return [...ids];
+      },
       remove: async (id) => {
         await fs.promises.rm(path.join(directory, id), { force: true });
         await fs.promises.rm(path.join(directory, `${id}.json`), { force: true });

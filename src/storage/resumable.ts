@@ -14,9 +14,15 @@ export interface ResumableStore {
   readonly idPrefix: string;
   /** The bytes of a complete upload, streamed. */
   read(id: string): Promise<Readable>;
-  /** The ids of every upload kept, finished or not. */
-  list(): Promise<string[]>;
-  /** Deletes an upload's bytes and records, whatever is left of them; nothing when already gone. */
+  /**
+   * The ids of every upload with anything kept that was begun before `before` (ms): its record, its
+   * bytes, or (S3) a multipart upload left without a record when its creation failed half-way.
+   */
+  begunBefore(before: number): Promise<string[]>;
+  /**
+   * Deletes an upload's bytes and records, whatever is left of them (S3: its multipart upload is
+   * aborted, with or without a record); nothing when already gone.
+   */
   remove(id: string): Promise<void>;
 }
 

@@ -2,12 +2,15 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { S3Store } from '@tus/s3-store';
 import {
+  AbortMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   type GetObjectCommandOutput,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  type MultipartUpload,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
@@ -30,11 +33,39 @@ function isNotFound(err: unknown): boolean {
   return e?.name === 'NotFound' || e?.name === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404;
 }
 
-/** tus's S3 store, whose `remove` (termination) also deletes the short tail it keeps as `<id>.part`. */
+/**
+ * tus's S3 store, whose `remove` (termination) also deletes the short tail it keeps as `<id>.part`,
+ * and whose `read` completes a multipart upload that holds every byte but was never completed (its
+ * last PATCH stored the last part, then S3 failed or the process stopped before completing it).
+ */
 class ResumableS3Store extends S3Store {
   override async remove(id: string): Promise<void> {
     await super.remove(id);
     await this.client.deleteObject({ Bucket: this.bucket, Key: this.partKey(id, true) });
+  }
+
+  override async read(id: string): Promise<Readable> {
+    try {
+      return await super.read(id);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    await this.complete(id).catch((err: unknown) => {
+      // Completed meanwhile (another instance): the object is there now.
+      if (!isNotFound(err)) throw err;
+    });
+    return super.read(id);
+  }
+
+  private async complete(id: string): Promise<void> {
+    const metadata = await this.getMetadata(id);
+    const parts = await this.retrieveParts(id);
+    const held = parts.reduce((sum, part) => sum + (part.Size ?? 0), 0);
+    if (held !== metadata.file.size) {
+      throw new Error(`resumable upload ${id} is not complete: ${held} of ${metadata.file.size ?? '?'} bytes`);
+    }
+    await this.finishMultipartUpload(metadata, parts);
+    await this.clearCache(id);
   }
 }
 
@@ -172,31 +203,62 @@ export class S3Storage implements Storage {
       s3ClientConfig: { ...this.clientConfig, bucket },
     });
     const client = this.client;
+    /** The multipart uploads (not completed, not aborted) whose keys begin with `prefix`. */
+    async function multipartUploads(prefix: string): Promise<MultipartUpload[]> {
+      const uploads: MultipartUpload[] = [];
+      let keyMarker: string | undefined;
+      let uploadIdMarker: string | undefined;
+      for (;;) {
+        const page = await client.send(
+          new ListMultipartUploadsCommand({
+            Bucket: bucket,
+            Prefix: prefix,
+            KeyMarker: keyMarker,
+            UploadIdMarker: uploadIdMarker,
+          }),
+        );
+        uploads.push(...(page.Uploads ?? []));
+        if (!page.IsTruncated) return uploads;
+        keyMarker = page.NextKeyMarker;
+        uploadIdMarker = page.NextUploadIdMarker;
+      }
+    }
     return {
       datastore,
       idPrefix,
-      read: async (id) =>
-        bodyStream((await client.send(new GetObjectCommand({ Bucket: bucket, Key: idPrefix + id }))).Body),
-      async list() {
-        const ids: string[] = [];
+      read: (id) => datastore.read(idPrefix + id),
+      async begunBefore(before) {
+        const ids = new Set<string>();
+        // Records (`<id>.info`, never rewritten), completed uploads' objects and tails.
         let token: string | undefined;
         do {
           const page = await client.send(
             new ListObjectsV2Command({ Bucket: bucket, Prefix: idPrefix, ContinuationToken: token }),
           );
           for (const object of page.Contents ?? []) {
-            const key = object.Key ?? '';
-            if (key.endsWith('.info')) ids.push(key.slice(idPrefix.length, -'.info'.length));
+            if ((object.LastModified?.getTime() ?? 0) >= before) continue;
+            ids.add((object.Key ?? '').slice(idPrefix.length).replace(/\.(info|part)$/, ''));
           }
           token = page.IsTruncated ? page.NextContinuationToken : undefined;
         } while (token !== undefined);
-        return ids;
+        // Multipart uploads, recorded or not (a creation that stopped before writing its record).
+        for (const upload of await multipartUploads(idPrefix)) {
+          if ((upload.Initiated?.getTime() ?? 0) < before) ids.add((upload.Key ?? '').slice(idPrefix.length));
+        }
+        return [...ids].filter((id) => id !== '');
       },
       async remove(id) {
         const name = idPrefix + id;
-        // Aborts the multipart upload (its parts); then whatever objects remain of it go.
-        await datastore.remove(name).catch((err: unknown) => {
+        // Aborts the multipart upload its record names (its parts); then whatever objects remain of it go.
+        await datastore.remove(name).catch(async (err: unknown) => {
           if (!isGone(err)) throw err;
+          // No record, or its multipart upload is gone already: any multipart upload under its name is aborted.
+          for (const upload of await multipartUploads(name)) {
+            if (upload.Key !== name) continue;
+            await client.send(
+              new AbortMultipartUploadCommand({ Bucket: bucket, Key: name, UploadId: upload.UploadId }),
+            );
+          }
         });
         await client.send(
           new DeleteObjectsCommand({

@@ -23,6 +23,13 @@ interface S3rverInstance {
   middleware: ((ctx: KoaContext, next: () => Promise<void>) => Promise<void>)[];
   store: { getResourcePath(bucket: string, key: string | undefined, resource: string): string };
 }
+/** A request to the server, as a failure rule sees it. */
+export interface S3Request {
+  method: string;
+  path: string;
+  query: Record<string, string | undefined>;
+}
+
 type S3rverClass = new (options: Record<string, unknown>) => S3rverInstance;
 
 export interface TestS3 {
@@ -31,6 +38,8 @@ export interface TestS3 {
   dir: string;
   /** Environment that points the service at this server (`STORAGE=s3://bucket/prefix` and friends). */
   env(prefix: string, extra?: Record<string, string>): Record<string, string>;
+  /** From now on, requests `failing` picks are answered 500 InternalError (S3 failing); null: none. */
+  fail(failing: ((request: S3Request) => boolean) | null): void;
   close(): Promise<void>;
 }
 
@@ -46,7 +55,13 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
     directory: dir,
     configureBuckets: [{ name: bucket, configs: [] }],
   });
-  server.middleware.unshift(multipartUploadParts(server));
+  let failing: ((request: S3Request) => boolean) | null = null;
+  server.middleware.unshift(async (ctx, next) => {
+    if (failing === null || !failing(ctx)) return next();
+    ctx.status = 500;
+    ctx.type = 'application/xml';
+    ctx.body = errorXml('InternalError', 'We encountered an internal error. Please try again.');
+  }, multipartUploads(server));
   await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   return {
@@ -62,6 +77,9 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
       AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
       ...extra,
     }),
+    fail: (rule) => {
+      failing = rule;
+    },
     async close() {
       await server.close();
       fs.rmSync(dir, { recursive: true, force: true });
@@ -71,13 +89,21 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
 
 const xmlText = (value: string) => value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
+const errorXml = (code: string, message: string, extra = '') =>
+  `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message>${extra}</Error>`;
+
 /**
- * The two multipart-upload calls s3rver lacks and `@tus/s3-store` makes: ListParts (`GET
- * ?uploadId=`) and AbortMultipartUpload (`DELETE ?uploadId=`), answered from s3rver's own
- * folder of pending parts (`<n>` and `<n>.md5` files), as S3 answers them.
+ * The multipart-upload calls s3rver lacks and `@tus/s3-store` or the service make: ListParts (`GET
+ * /bucket/key?uploadId=`), AbortMultipartUpload (`DELETE /bucket/key?uploadId=`) and
+ * ListMultipartUploads (`GET /bucket?uploads`), answered from s3rver's own folder of pending uploads
+ * (`<uploadId>/key`, written when the upload begins, and its parts `<n>` with `<n>.md5`), as S3 answers them.
  */
-function multipartUploadParts(server: S3rverInstance) {
+function multipartUploads(server: S3rverInstance) {
   return async (ctx: KoaContext, next: () => Promise<void>): Promise<void> => {
+    const listing = /^\/([^/]+)\/?$/.exec(ctx.path)?.[1];
+    if (listing !== undefined && ctx.method === 'GET' && ctx.query.uploads !== undefined) {
+      return listMultipartUploads(ctx, listing, server.store.getResourcePath(listing, undefined, 'uploads'));
+    }
     const uploadId = ctx.query.uploadId;
     const match = /^\/([^/]+)\/(.+)$/.exec(ctx.path);
     if (uploadId === undefined || match === null || (ctx.method !== 'GET' && ctx.method !== 'DELETE')) return next();
@@ -86,7 +112,11 @@ function multipartUploadParts(server: S3rverInstance) {
     if (!fs.existsSync(folder)) {
       ctx.status = 404;
       ctx.type = 'application/xml';
-      ctx.body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message><UploadId>${xmlText(uploadId)}</UploadId></Error>`;
+      ctx.body = errorXml(
+        'NoSuchUpload',
+        'The specified upload does not exist.',
+        `<UploadId>${xmlText(uploadId)}</UploadId>`,
+      );
       return;
     }
     if (ctx.method === 'DELETE') {
@@ -113,4 +143,26 @@ function multipartUploadParts(server: S3rverInstance) {
       `<Bucket>${xmlText(bucket)}</Bucket><Key>${xmlText(decodeURIComponent(key))}</Key><UploadId>${xmlText(uploadId)}</UploadId>` +
       `<IsTruncated>false</IsTruncated>${parts.join('')}</ListPartsResult>`;
   };
+}
+
+/** Every pending multipart upload of `bucket` whose key begins with `?prefix=`, in one page, by key. */
+function listMultipartUploads(ctx: KoaContext, bucket: string, uploads: string): void {
+  const prefix = ctx.query.prefix ?? '';
+  const listed: string[] = [];
+  for (const uploadId of fs.existsSync(uploads) ? fs.readdirSync(uploads) : []) {
+    const keyFile = path.join(uploads, uploadId, 'key');
+    if (!fs.existsSync(keyFile)) continue;
+    const key = fs.readFileSync(keyFile, 'utf8');
+    if (!key.startsWith(prefix)) continue;
+    listed.push(
+      `<Upload><Key>${xmlText(key)}</Key><UploadId>${xmlText(uploadId)}</UploadId>` +
+        `<Initiated>${fs.statSync(keyFile).mtime.toISOString()}</Initiated><StorageClass>STANDARD</StorageClass></Upload>`,
+    );
+  }
+  ctx.status = 200;
+  ctx.type = 'application/xml';
+  ctx.body =
+    '<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+    `<Bucket>${xmlText(bucket)}</Bucket><Prefix>${xmlText(prefix)}</Prefix>` +
+    `<MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>${listed.sort().join('')}</ListMultipartUploadsResult>`;
 }

@@ -2138,7 +2138,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The stored file of a finished resumable upload, like the multipart answer */
+        /**
+         * The stored file of a finished resumable upload, like the multipart answer
+         * @description Stores the finished upload first when its last PATCH could not; 503 (with Retry-After) while the store fails: the bytes are kept, ask again.
+         */
         get: {
             parameters: {
                 query?: never;
@@ -2178,6 +2181,17 @@ export interface paths {
                 };
                 /** @description every failure */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -1,12 +1,11 @@
 import { DetailedError, Upload } from 'tus-js-client';
 import { ApiError } from './client';
 import type { Paths } from './client';
+import { CHUNK_BYTES, startResuming } from '../../../packages/publish/src/tus';
 
 export type UploadResult = Paths['/api/admin/uploads/{id}']['get']['responses'][200]['content']['application/json'];
 
 const ENDPOINT = '/api/admin/uploads';
-/** Below common proxies' body caps (Cloudflare stops at 100 MB). */
-const CHUNK_BYTES = 50 * 1024 * 1024;
 
 /** The service's `{error}` message of a failed tus request, else the client's own. */
 function apiError(error: Error): ApiError {
@@ -59,13 +58,6 @@ export function uploadFile(
       void upload.abort(true);
       reject(new ApiError(0, 'upload cancelled', ENDPOINT));
     });
-    upload
-      .findPreviousUploads()
-      .then((previous) => {
-        const last = previous[0];
-        if (last !== undefined) upload.resumeFromPreviousUpload(last);
-        upload.start();
-      })
-      .catch(reject);
+    startResuming(upload).catch(reject);
   });
 }

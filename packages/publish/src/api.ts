@@ -26,7 +26,7 @@ type Json<
 export type StoredFile = Json<'/api/admin/uploads/{id}', 'get', 200>;
 export type Package = Json<'/api/admin/software/{idOrSlug}', 'get', 200>;
 export type Version = Json<'/api/software/{id}/versions', 'post', 201>;
-export type Addon = Json<'/api/addons/{idOrSlug}', 'get', 200>;
+export type Addon = Json<'/api/admin/addons/{idOrSlug}', 'get', 200>;
 export type Release = Json<'/api/releases', 'post', 201>;
 
 export class Api {

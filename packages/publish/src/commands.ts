@@ -10,7 +10,8 @@ import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
-import { CHUNK_BYTES, describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
+import { CHUNK_BYTES } from './tus.js';
+import { describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
 
 export interface Context {
   /** Where progress goes (stderr); stdout carries only the answer's JSON line. */
@@ -176,7 +177,8 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const file = await describeFile(options.require('file'));
-  const addon = await api.json<Addon>('GET', `/api/addons/${encodeURIComponent(slug)}`);
+  // The administrators' read: it lists scheduled releases too (publishAt in the future), not yet public.
+  const addon = await api.json<Addon>('GET', `/api/admin/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
   if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
   const fileSignature = await signatureFor(

@@ -10,9 +10,7 @@ import { Upload } from 'tus-js-client';
 import type { Api, StoredFile } from './api.js';
 import type { Progress } from './progress.js';
 import { FileUrlStorage } from './state.js';
-
-/** Below common proxies' body caps (Cloudflare stops at 100 MB). */
-export const CHUNK_BYTES = 50 * 1024 * 1024;
+import { CHUNK_BYTES, startResuming } from './tus.js';
 
 export interface LocalFile {
   path: string;
@@ -71,14 +69,7 @@ export async function uploadFile(api: Api, file: LocalFile, options: UploadOptio
       onSuccess: () => resolve(upload.url ?? ''),
       onError: reject,
     });
-    upload
-      .findPreviousUploads()
-      .then((previous) => {
-        const last = previous[0];
-        if (last !== undefined) upload.resumeFromPreviousUpload(last);
-        upload.start();
-      })
-      .catch(reject);
+    startResuming(upload).catch(reject);
   });
   const stored = await api.json<StoredFile>('GET', url);
   if (stored.sha256 !== file.sha256 || stored.size !== file.size) {

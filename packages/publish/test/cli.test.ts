@@ -106,6 +106,14 @@ const versionArgs = (file: string, code: number, extra: string[] = []) => [
   ...extra,
 ];
 
+/** `args` run again with another file (its last value): exit 1, and `{error}` naming the conflict. */
+async function expectConflict(args: string[], otherName: string, error: RegExp): Promise<void> {
+  const other = build(otherName, 100);
+  const clash = await run([...args.slice(0, -1), other.file]);
+  expect(clash.code).toBe(1);
+  expect(JSON.parse(clash.stderr)).toEqual({ error: expect.stringMatching(error) });
+}
+
 async function versionsOf(): Promise<{ id: string; versionCode: number }[]> {
   const res = await admin(t, 'GET', '/api/admin/software/cli-launcher');
   return res.json<{ versions: { id: string; versionCode: number }[] }>().versions;
@@ -237,12 +245,54 @@ describe('launcher-publish', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ id: release.id });
     expect(counted.patchBytes).toBe(50_000);
-    const other = build('addon-1-other.zip', 100);
-    const clash = await run([...args.slice(0, -1), other.file]);
-    expect(clash.code).toBe(1);
-    expect(JSON.parse(clash.stderr)).toEqual({
-      error: expect.stringMatching(/^conflict: cli-addon release 1\.0\.0 \(id [^)]+\) already exists/),
-    });
+    await expectConflict(args, 'addon-1-other.zip', /^conflict: cli-addon release 1\.0\.0 \(id [^)]+\) already exists/);
     expect(counted.patchBytes).toBe(50_000);
+  });
+
+  it('a rerun finds a release scheduled for later (not yet public) and prints it: no second upload, no duplicate', async () => {
+    const addon = await admin(t, 'POST', '/api/addons', { slug: 'cli-scheduled', name: '定时', summary: '简介' });
+    expect(addon.statusCode).toBe(201);
+    const addonId = addon.json<{ id: string }>().id;
+    const { file, sha256 } = build('scheduled-2.zip', 20_000);
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(fs.readFileSync(file))]), 'scheduled-2.zip');
+    const uploaded = await fetch(`${server}/api/upload`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: form,
+    });
+    expect(uploaded.status).toBe(201);
+    const publishAt = new Date(Date.now() + 7 * 86_400_000).toISOString();
+    const scheduled = await admin(t, 'POST', '/api/releases', {
+      addonId,
+      version: '2.0.0',
+      downloadType: 'local',
+      filePath: ((await uploaded.json()) as { filePath: string }).filePath,
+      publishAt,
+    });
+    expect(scheduled.statusCode, scheduled.body).toBe(201);
+    const release = scheduled.json<{ id: string }>();
+    const releasesOf = async () =>
+      (await admin(t, 'GET', '/api/admin/addons/cli-scheduled')).json<{ releases: { version: string }[] }>().releases;
+    // Not public yet.
+    const publicRead = await t.inject('/api/addons/cli-scheduled');
+    expect(publicRead.json<{ releases: unknown[] }>().releases).toEqual([]);
+
+    const args = ['release', '--server', server, '--addon', 'cli-scheduled', '--version', '2.0.0', '--file', file];
+    counted.patchBytes = 0;
+    const again = await run(args);
+    expect(again.code, again.stderr).toBe(0);
+    const printed = JSON.parse(again.stdout) as { publishAt: string };
+    expect(printed).toMatchObject({ id: release.id, version: '2.0.0', sha256 });
+    expect(Date.parse(printed.publishAt)).toBe(Date.parse(publishAt));
+    expect(counted.patchBytes).toBe(0);
+    expect(await releasesOf()).toHaveLength(1);
+    await expectConflict(
+      args,
+      'scheduled-2-other.zip',
+      /^conflict: cli-scheduled release 2\.0\.0 \(id [^)]+\) already exists/,
+    );
+    expect(counted.patchBytes).toBe(0);
+    expect(await releasesOf()).toHaveLength(1);
   });
 });

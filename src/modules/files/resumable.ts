@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { pipeline, Transform } from 'node:stream';
 import { Server as TusServer } from '@tus/server';
 import { TUS_RESUMABLE, type Upload } from '@tus/utils';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -22,6 +23,25 @@ export interface ResumableOptions {
 
 /** A tus error the hooks throw: the server answers it with this status and text. */
 const tusError = (status_code: number, body: string) => ({ status_code, body });
+
+/**
+ * Passes the bytes through and fails, before the end, when they are not exactly `size`: a store
+ * that answers an upload's object while another instance is still writing it (S3-compatible
+ * servers that write in place) never gets a short copy stored.
+ */
+function exactly(size: number): Transform {
+  let seen = 0;
+  const wrong = () => new Error(`resumable upload read back ${seen} bytes, not its ${size}`);
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      done(seen > size ? wrong() : null, chunk);
+    },
+    flush(done) {
+      done(seen === size ? null : wrong());
+    },
+  });
+}
 
 function originalNameOf(upload: Upload): string {
   const name = upload.metadata?.filename;
@@ -92,31 +112,42 @@ export class ResumableUploads {
     return reply.code(answer.status).send();
   }
 
-  /** The stored file of a finished upload (finishing it first when its last request could not). */
+  /**
+   * The stored file of a finished upload, finishing it first when its last request could not (the
+   * store failed, or the process stopped): its bytes are kept until the stored file is recorded.
+   */
   async result(id: string): Promise<UploadedFile> {
     const stored = await this.files.findByUnique(id);
     if (stored !== null) return stored;
     if (!UPLOAD_ID.test(id)) throw notFound('no such upload');
-    const upload = await this.place.datastore.getUpload(this.place.idPrefix + id).catch((err: unknown) => {
-      if (isGone(err)) throw notFound('no such upload (it was cancelled, or expired unfinished)');
+    try {
+      const upload = await this.place.datastore.getUpload(this.place.idPrefix + id).catch((err: unknown) => {
+        if (isGone(err)) throw notFound('no such upload (it was cancelled, or expired unfinished)');
+        throw err;
+      });
+      if (upload.size === undefined || upload.offset < upload.size) {
+        throw conflict(`upload not finished: ${upload.offset} of ${upload.size ?? '?'} bytes received`);
+      }
+      return await this.finish(upload);
+    } catch (err) {
+      // Finished meanwhile by another instance, which then removed the upload's bytes.
+      const finished = await this.files.findByUnique(id);
+      if (finished !== null) return finished;
       throw err;
-    });
-    if (upload.size === undefined || upload.offset < upload.size) {
-      throw conflict(`upload not finished: ${upload.offset} of ${upload.size ?? '?'} bytes received`);
     }
-    return this.finish(upload);
   }
 
   /**
    * Streams a complete upload into the store (hashing it) under a key made from its id, records it,
-   * then deletes its unfinished copy. Finishing twice (two instances) stores the same key twice.
+   * then deletes its unfinished copy. Finishing twice (two instances) stores the same bytes under the
+   * same key twice; a copy read back short fails, and is never stored.
    */
   private async finish(upload: Upload): Promise<UploadedFile> {
     const id = upload.id.slice(this.place.idPrefix.length);
     const name = originalNameOf(upload);
     const created = upload.creation_date === undefined ? new Date(now()) : new Date(upload.creation_date);
     const key = keyForUpload(name, created, id);
-    const source = await this.place.read(id);
+    const source = pipeline(await this.place.read(id), exactly(upload.size ?? 0), () => undefined);
     const type = upload.metadata?.filetype;
     const stored = await this.files.upload(
       source,
@@ -128,10 +159,13 @@ export class ResumableUploads {
     return stored;
   }
 
-  /** Deletes every upload created more than the expiry before `at` and still unfinished. */
+  /**
+   * Deletes every upload created more than the expiry before `at`, finished or not, and whatever is
+   * left of an upload without its record (bytes, or an S3 multipart upload with its parts).
+   */
   async expire(at = now()): Promise<number> {
     let removed = 0;
-    for (const id of await this.place.list()) {
+    for (const id of await this.place.begunBefore(at - this.expiryMs)) {
       const upload = await this.place.datastore.getUpload(this.place.idPrefix + id).catch((err: unknown) => {
         if (isGone(err)) return null;
         throw err;

@@ -101,11 +101,26 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             schema: {
               tags: ['files (admin)'],
               summary: 'The stored file of a finished resumable upload, like the multipart answer',
+              description:
+                'Stores the finished upload first when its last PATCH could not; 503 (with Retry-After) ' +
+                'while the store fails: the bytes are kept, ask again.',
               params: Type.Object({ id: Type.String() }),
-              response: { 200: Uploaded, 404: ErrorResponse, 409: ErrorResponse },
+              response: { 200: Uploaded, 404: ErrorResponse, 409: ErrorResponse, 503: ErrorResponse },
             },
           },
-          async (request) => resumable.result(request.params.id),
+          async (request, reply) => {
+            try {
+              return await resumable.result(request.params.id);
+            } catch (err) {
+              if (err instanceof AppError) throw err;
+              request.log.error({ err }, 'storing a finished resumable upload failed');
+              reply.header('Retry-After', '10');
+              throw new AppError(
+                503,
+                'the upload is complete but could not be stored yet; its bytes are kept: try again',
+              );
+            }
+          },
         );
       }),
     );
