@@ -1,7 +1,7 @@
 import { DetailedError, Upload } from 'tus-js-client';
 import { ApiError } from './client';
 import type { Paths } from './client';
-import { CHUNK_BYTES, startResuming } from '../../../packages/publish/src/tus';
+import { CHUNK_BYTES, startResuming, storedFile } from '../../../packages/publish/src/tus';
 
 export type UploadResult = Paths['/api/admin/uploads/{id}']['get']['responses'][200]['content']['application/json'];
 
@@ -43,12 +43,15 @@ export function uploadFile(
       onProgress: (sent, total) => onProgress(total > 0 ? sent / total : 0),
       onSuccess: () => {
         const url = upload.url ?? '';
-        fetch(url, { credentials: 'same-origin' })
-          .then(async (res) => {
-            const body = (await res.json()) as UploadResult | { error?: string };
-            if (!res.ok) throw new ApiError(res.status, 'error' in body ? (body.error ?? res.statusText) : '', url);
+        storedFile(async () => {
+          const res = await fetch(url, { credentials: 'same-origin' });
+          const body = (await res.json()) as UploadResult | { error?: string };
+          if (!res.ok) throw new ApiError(res.status, 'error' in body ? (body.error ?? res.statusText) : '', url);
+          return body as UploadResult;
+        })
+          .then((stored) => {
             onProgress(1);
-            resolve(body as UploadResult);
+            resolve(stored);
           })
           .catch(reject);
       },

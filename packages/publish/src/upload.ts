@@ -10,7 +10,7 @@ import { Upload } from 'tus-js-client';
 import type { Api, StoredFile } from './api.js';
 import type { Progress } from './progress.js';
 import { FileUrlStorage } from './state.js';
-import { CHUNK_BYTES, startResuming } from './tus.js';
+import { CHUNK_BYTES, startResuming, storedFile } from './tus.js';
 
 export interface LocalFile {
   path: string;
@@ -71,7 +71,7 @@ export async function uploadFile(api: Api, file: LocalFile, options: UploadOptio
     });
     startResuming(upload).catch(reject);
   });
-  const stored = await api.json<StoredFile>('GET', url);
+  const stored = await storedFile(() => api.json<StoredFile>('GET', url));
   if (stored.sha256 !== file.sha256 || stored.size !== file.size) {
     throw new Error(`the service stored ${stored.size} bytes with SHA-256 ${stored.sha256}, not this file`);
   }
