@@ -34,12 +34,15 @@ async function inSteps<K>(find: () => Promise<K[]>, change: (keys: K[]) => Promi
   let rows = FIRST_STEP_ROWS;
   for (;;) {
     const keys = await find();
-    for (let i = 0; i < keys.length; ) {
+    for (let i = 0; i < keys.length;) {
       const step = keys.slice(i, i + rows);
       const started = performance.now();
       await change(step);
       const ms = performance.now() - started;
-      rows = Math.min(RETENTION_STEP_ROWS, Math.max(1, Math.round(rows * Math.min(2, STEP_AIM_MS / Math.max(ms, 0.1)))));
+      rows = Math.min(
+        RETENTION_STEP_ROWS,
+        Math.max(1, Math.round(rows * Math.min(2, STEP_AIM_MS / Math.max(ms, 0.1)))),
+      );
       i += step.length;
       await setImmediate();
     }
