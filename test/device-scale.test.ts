@@ -1,7 +1,9 @@
-import { sql } from 'kysely';
+import { DeleteQueryNode, type KyselyPlugin, type QueryId, sql, TableNode, UpdateQueryNode } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.js';
+import type { Db } from '../src/db/index.js';
 import { setClock } from '../src/domain/clock.js';
+import { DeviceHousekeeping, RETENTION_STEP_ROWS } from '../src/modules/devices/housekeeping.js';
 import { admin, buildSecondApp, buildTestApp, type TestApp } from './helpers/app.js';
 import { ENGINE } from './helpers/db.js';
 
@@ -47,6 +49,7 @@ afterAll(async () => {
 afterEach(async () => {
   await t.database.db.deleteFrom('deviceVersions').execute();
   await t.database.db.deleteFrom('devices').execute();
+  await t.database.db.deleteFrom('deviceSamples').execute();
 });
 
 /** A heartbeat at `at` through `app`'s buffer, written by its flush. */
@@ -242,5 +245,115 @@ describe('device figures off the service connection', () => {
     const some = await admin(t, 'GET', '/api/admin/devices?limit=1500');
     expect(some.json<Device[]>().map((d) => d.deviceId)).toEqual(many.slice(0, 1500).map((d) => d.deviceId));
     await expectAgreement({ online: 362, total: 2345 });
+  });
+});
+
+/**
+ * `db`, recording each delete and update it runs: its table, the rows it changed, and the turn of
+ * the event loop it ran in (a count that a repeating `setImmediate` advances until `stop`).
+ */
+function recordingWrites(db: Db) {
+  const writes: Array<{ table: string; rows: number; turn: number }> = [];
+  const tables = new Map<QueryId, string>();
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn += 1;
+    if (ticking) setImmediate(tick);
+  };
+  tick();
+  const recorder: KyselyPlugin = {
+    transformQuery({ node, queryId }) {
+      const target = DeleteQueryNode.is(node) ? node.from.froms[0] : UpdateQueryNode.is(node) ? node.table : undefined;
+      if (target !== undefined && TableNode.is(target)) tables.set(queryId, target.table.identifier.name);
+      return node;
+    },
+    transformResult({ queryId, result }) {
+      const table = tables.get(queryId);
+      tables.delete(queryId);
+      if (table !== undefined) writes.push({ table, rows: Number(result.numAffectedRows ?? 0n), turn });
+      return Promise.resolve(result);
+    },
+  };
+  return { db: db.withPlugin(recorder), writes, stop: () => (ticking = false) };
+}
+
+describe('retention over a large backlog', () => {
+  it('deletes and blanks it in writes of a bounded size, each in its own turn of the event loop', async () => {
+    clock = T;
+    // Each kind of work is 2.5 times as many rows as one write may change at most.
+    const n = Math.round(2.5 * RETENTION_STEP_ROWS);
+    const at = (ms: number) => new Date(ms).toISOString();
+    const rows = (prefix: string, lastSeenMs: (i: number) => number) =>
+      Array.from({ length: n }, (_, i) => ({
+        deviceId: `${prefix}-${i}`,
+        firstSeenAt: at(T - 200 * DAY),
+        lastSeenAt: at(lastSeenMs(i)),
+        ip: '198.51.100.9',
+        heartbeatCount: 1,
+      }));
+    const gone = rows('gone', (i) => T - 91 * DAY - i * MINUTE);
+    const quiet = rows('quiet', (i) => T - 31 * DAY - i * MINUTE);
+    const db = t.database.db;
+    for (let i = 0; i < n; i += 500) {
+      await db
+        .insertInto('devices')
+        .values([...gone.slice(i, i + 500), ...quiet.slice(i, i + 500)])
+        .execute();
+      await db
+        .insertInto('deviceVersions')
+        .values(
+          gone.slice(i, i + 500).map((d) => ({
+            deviceId: d.deviceId,
+            appVersion: '1.0',
+            firstSeenMs: T - 200 * DAY,
+            lastSeenMs: Date.parse(d.lastSeenAt),
+          })),
+        )
+        .execute();
+      await db
+        .insertInto('deviceSamples')
+        .values(
+          gone
+            .slice(i, i + 500)
+            .map((d, j) => ({ at: at(T - 91 * DAY - (i + j) * 5 * MINUTE), appVersion: '1.0', online: 1 })),
+        )
+        .execute();
+    }
+    await beat(t.app, 'recent', T - MINUTE);
+
+    // The app's own housekeeping holds the lease from the runs of the tests before.
+    await db.deleteFrom('jobLeases').execute();
+    const recording = recordingWrites(db);
+    const housekeeping = new DeviceHousekeeping({ ...t.database, db: recording.db }, { deviceDays: 90, ipDays: 30 });
+    try {
+      expect(await housekeeping.run(T)).toBe(true);
+    } finally {
+      recording.stop();
+    }
+
+    // The rules: old devices gone with their history and samples, quiet ones without an address.
+    const left = await db.selectFrom('devices').select(['deviceId', 'ip']).orderBy('deviceId').execute();
+    expect(left.length).toBe(n + 1);
+    expect(left.filter((d) => d.deviceId.startsWith('quiet-')).every((d) => d.ip === null)).toBe(true);
+    expect(left.find((d) => d.deviceId === 'recent')?.ip).toBe('198.51.100.7');
+    expect(await db.selectFrom('deviceVersions').select('deviceId').execute()).toEqual([{ deviceId: 'recent' }]);
+    const samples = await db
+      .selectFrom('deviceSamples')
+      .select('at')
+      .where('at', '<', at(T - 90 * DAY))
+      .execute();
+    expect(samples).toEqual([]);
+
+    // The steps: every table's work took several writes, none over the bound, and no two writes
+    // ran in the same turn of the event loop (each let the rest of the process run before the next).
+    const writes = recording.writes.filter((w) => w.table !== 'job_leases');
+    for (const table of ['device_versions', 'devices', 'device_samples']) {
+      const mine = writes.filter((w) => w.table === table);
+      expect(mine.reduce((sum, w) => sum + w.rows, 0)).toBe(table === 'devices' ? 2 * n : n);
+      expect(mine.length).toBeGreaterThanOrEqual(3);
+    }
+    expect(Math.max(...writes.map((w) => w.rows))).toBeLessThanOrEqual(RETENTION_STEP_ROWS);
+    for (let i = 1; i < writes.length; i += 1) expect(writes[i]?.turn).toBeGreaterThan(writes[i - 1]?.turn ?? 0);
   });
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate } from 'node:timers/promises';
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { DatabaseHandle, Db } from '../../db/index.js';
 import { now as clockNow } from '../../domain/clock.js';
 import { OFFLINE_AFTER_MS } from './service.js';
@@ -11,21 +11,39 @@ export const SAMPLE_EVERY_MS = 5 * 60 * 1000;
 /** A lease outlives a run by far; a crashed holder's lease lapses within it. */
 const LEASE_MS = 4 * 60 * 1000;
 const JOB = 'device-housekeeping';
-/** Rows a retention pass finds at a time (off the event loop), and changes per statement. */
-const FIND_ROWS = 10_000;
-const CHANGE_ROWS = 100;
+/** Rows a retention pass finds at a time (a read off the event loop, see `DatabaseHandle.reads`). */
+const FIND_ROWS = 2500;
+/** The most rows one retention write changes, and how many the first write of a kind does. */
+export const RETENTION_STEP_ROWS = 1000;
+const FIRST_STEP_ROWS = 100;
+/**
+ * What a retention write should take: on SQLite it holds the event loop for as long (the service's
+ * connection answers synchronously), and how long depends on the disk and on the machine's load.
+ */
+const STEP_AIM_MS = 5;
 
 /**
- * Retention in small steps: `find` answers up to FIND_ROWS keys of rows due (a scan that runs off the
- * event loop, see `DatabaseHandle.reads`), `change` writes CHANGE_ROWS of them per statement, one
- * turn of the event loop each, rechecking the condition (a device may have beaten since). Until
- * `find` comes back short.
+ * Retention in small steps: `find` answers up to FIND_ROWS keys of rows due (off the event loop),
+ * `change` writes them a step at a time, one statement per turn of the event loop, rechecking the
+ * condition (a device may have beaten since). Until `find` comes back short. Each step is sized by
+ * how long the last one took: scaled towards STEP_AIM_MS (at most doubled at once), between 1 and
+ * RETENTION_STEP_ROWS rows, so a write that the disk or a busy machine slowed down makes the next
+ * ones smaller at once.
  */
 async function inSteps<K>(find: () => Promise<K[]>, change: (keys: K[]) => Promise<unknown>): Promise<void> {
+  let rows = FIRST_STEP_ROWS;
   for (;;) {
     const keys = await find();
-    for (let i = 0; i < keys.length; i += CHANGE_ROWS) {
-      await change(keys.slice(i, i + CHANGE_ROWS));
+    for (let i = 0; i < keys.length;) {
+      const step = keys.slice(i, i + rows);
+      const started = performance.now();
+      await change(step);
+      const ms = performance.now() - started;
+      rows = Math.min(
+        RETENTION_STEP_ROWS,
+        Math.max(1, Math.round(rows * Math.min(2, STEP_AIM_MS / Math.max(ms, 0.1)))),
+      );
+      i += step.length;
       await setImmediate();
     }
     if (keys.length < FIND_ROWS) return;
@@ -49,15 +67,20 @@ export class DeviceHousekeeping {
   private timer: NodeJS.Timeout | null = null;
   private readonly db: Db;
   private readonly reads: Db;
+  /**
+   * Where a row of `devices` is stored: SQLite's rowid (the table is kept in its order), else the key.
+   */
+  private readonly position: RawBuilder<number | string>;
   /** Every device last seen before this had its address blanked by this instance already. */
   private ipsBlankedBefore: string | null = null;
 
   constructor(
-    database: Pick<DatabaseHandle, 'db' | 'reads'>,
+    database: Pick<DatabaseHandle, 'db' | 'reads' | 'engine'>,
     private readonly retention: Retention,
   ) {
     this.db = database.db;
     this.reads = database.reads;
+    this.position = database.engine === 'sqlite' ? sql`rowid` : sql`device_id`;
   }
 
   /** Runs every minute from now on (each instance tries; the lease lets one through). */
@@ -101,7 +124,14 @@ export class DeviceHousekeeping {
           .execute(),
     );
     await inSteps(
-      () => this.devicesSeenBefore(devicesBefore, { from: null, withAddress: false }),
+      () =>
+        this.reads
+          .selectFrom('devices')
+          .select('deviceId')
+          .where('lastSeenAt', '<', devicesBefore)
+          .orderBy('lastSeenAt')
+          .limit(FIND_ROWS)
+          .execute(),
       (found) =>
         this.db
           .deleteFrom('devices')
@@ -113,13 +143,24 @@ export class DeviceHousekeeping {
           .where('lastSeenAt', '<', devicesBefore)
           .execute(),
     );
-    // Only the devices that went quiet since this instance's last pass still have an address to blank;
-    // each find goes on from where the last one stopped (blanked rows before it are not scanned again).
-    let from = this.ipsBlankedBefore;
+    // Only the devices that went quiet since this instance's last pass still have an address to blank.
+    // They are found in the order the table keeps them (each find goes on after the last one), so
+    // that a write rewrites few pages of the table: in the order of their age, each address would cost
+    // a page of its own (a first pass over a million devices wrote 2 GB of SQLite's log).
+    let after: number | string | null = null;
     await inSteps(
       async () => {
-        const found = await this.devicesSeenBefore(ipsBefore, { from, withAddress: true });
-        from = found.at(-1)?.lastSeenAt ?? from;
+        let query = this.reads
+          .selectFrom('devices')
+          .select(['deviceId', this.position.as('position')])
+          .where('lastSeenAt', '<', ipsBefore)
+          .where('ip', 'is not', null)
+          .orderBy(this.position)
+          .limit(FIND_ROWS);
+        if (this.ipsBlankedBefore !== null) query = query.where('lastSeenAt', '>=', this.ipsBlankedBefore);
+        if (after !== null) query = query.where(this.position, '>', after);
+        const found = await query.execute();
+        after = found.at(-1)?.position ?? after;
         return found;
       },
       (found) =>
@@ -135,23 +176,28 @@ export class DeviceHousekeeping {
           .execute(),
     );
     this.ipsBlankedBefore = ipsBefore;
-    await this.db.deleteFrom('deviceSamples').where('at', '<', devicesBefore).execute();
+    await inSteps(
+      () =>
+        this.reads
+          .selectFrom('deviceSamples')
+          .select(['at', 'appVersion'])
+          .where('at', '<', devicesBefore)
+          .orderBy('at')
+          .limit(FIND_ROWS)
+          .execute(),
+      (keys) =>
+        this.db
+          .deleteFrom('deviceSamples')
+          .where((eb) =>
+            eb(
+              eb.refTuple('at', 'appVersion'),
+              'in',
+              keys.map((k) => eb.tuple(k.at, k.appVersion)),
+            ),
+          )
+          .execute(),
+    );
     return true;
-  }
-
-  /**
-   * Devices last seen before `before` (and not before `from`), oldest first: all of them, or those
-   * that still have an address.
-   */
-  private devicesSeenBefore(before: string, { from, withAddress }: { from: string | null; withAddress: boolean }) {
-    let query = this.reads
-      .selectFrom('devices')
-      .select(['deviceId', 'lastSeenAt'])
-      .where('lastSeenAt', '<', before)
-      .orderBy('lastSeenAt');
-    if (from !== null) query = query.where('lastSeenAt', '>=', from);
-    if (withAddress) query = query.where('ip', 'is not', null);
-    return query.limit(FIND_ROWS).execute();
   }
 
   /** Takes or renews the lease unless another holder's is still running. */
