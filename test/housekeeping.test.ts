@@ -69,6 +69,16 @@ describe('device housekeeping', () => {
     expect(await other.run(at + 60_000 + 4 * 60_000 + 1)).toBe(true);
   });
 
+  it('never runs twice at once on one instance: a pass that outlasts the minute makes the next one skip', async () => {
+    const at = T + 40 * DAY;
+    const housekeeping = t.app.ctx.housekeeping;
+    const first = housekeeping.runAlone(at);
+    // The lease is this instance's own: only the guard keeps the second run out.
+    expect(await housekeeping.runAlone(at + 60_000)).toBe(false);
+    expect(await first).toBe(true);
+    expect(await housekeeping.runAlone(at + 120_000)).toBe(true);
+  });
+
   it('answers the online history to administrators, validating hours', async () => {
     const res = await admin(t, 'GET', '/api/admin/devices/online-history?hours=48');
     expect(res.statusCode).toBe(200);

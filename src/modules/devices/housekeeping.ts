@@ -65,6 +65,8 @@ export interface Retention {
 export class DeviceHousekeeping {
   private readonly holder = randomUUID();
   private timer: NodeJS.Timeout | null = null;
+  /** Whether a run started by `runAlone` is going. */
+  private running = false;
   private readonly db: Db;
   private readonly reads: Db;
   /**
@@ -85,9 +87,23 @@ export class DeviceHousekeeping {
 
   /** Runs every minute from now on (each instance tries; the lease lets one through). */
   start(onError: (err: unknown) => void): void {
-    this.timer = setInterval(() => void this.run().catch(onError), 60_000);
+    this.timer = setInterval(() => void this.runAlone().catch(onError), 60_000);
     this.timer.unref();
-    void this.run().catch(onError);
+    void this.runAlone().catch(onError);
+  }
+
+  /**
+   * `run`, unless this instance's previous one is still going (a first pass over a large backlog can
+   * outlast the minute): then none, false. The lease keeps other instances out, not this one.
+   */
+  async runAlone(at = clockNow()): Promise<boolean> {
+    if (this.running) return false;
+    this.running = true;
+    try {
+      return await this.run(at);
+    } finally {
+      this.running = false;
+    }
   }
 
   stop(): void {
