@@ -168,10 +168,16 @@ export const scenarios: ScenarioProvider = async (target) => {
   const big = files['1 GB'];
   if (big === undefined) return [];
   const storePath = (file: string) => `/uploads/bench-deltas/${path.basename(file)}`;
-  // A second next build: a delta is made anew each time the target's file changes (B ↔ B2).
+  // A second next build, 1 MiB apart from the first: a delta is made anew each time the target's file
+  // changes (B ↔ B2), the same work each time.
   const other = path.join(store, '1GB-target-2.bin');
-  writePair(1000 * MB, path.join(store, '1GB-scratch.bin'), other);
-  fs.rmSync(path.join(store, '1GB-scratch.bin'));
+  fs.copyFileSync(big.target, other);
+  const patch = fs.openSync(other, 'r+');
+  try {
+    fs.writeSync(patch, randomBytes(MB), 0, MB, 500 * MB);
+  } finally {
+    fs.closeSync(patch);
+  }
   const pkg = await api<{ id: string }>(target, 'POST', '/api/software', { slug: 'bench-delta', name: '增量' });
   await api(target, 'POST', `/api/software/${pkg.id}/versions`, {
     version: '1.0.0',
