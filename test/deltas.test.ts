@@ -208,6 +208,51 @@ describe('delta updates', () => {
     expect((await checkUpdate(t.app.server, 'random-app', 1)).latest.delta).toBeUndefined();
   });
 
+  it('plans no delta between two versions of the same file (nothing to send), and one to the next build', async () => {
+    const pkg = await createPackage(t, { slug: 'same-file', name: 'same' });
+    const a = await upload(t, 'same-1.exe', pair.source);
+    const b = await upload(t, 'same-3.exe', pair.target);
+    await createVersion(t, pkg.id, { version: '1', versionCode: 1, filePath: a.filePath });
+    const v2 = await createVersion(t, pkg.id, { version: '2', versionCode: 2, filePath: a.filePath });
+    // What an earlier release planned for such a pair (and retried for ever) is forgotten.
+    const created = new Date().toISOString();
+    const v1Id = (
+      await t.database.db
+        .selectFrom('softwareVersions')
+        .select('id')
+        .where('versionCode', '=', 1)
+        .where('packageId', '=', pkg.id)
+        .executeTakeFirstOrThrow()
+    ).id;
+    await t.database.db
+      .insertInto('softwareDeltas')
+      .values({
+        id: `same-${v2.id}`,
+        sourceVersionId: v1Id,
+        targetVersionId: v2.id,
+        sourceSha256: a.sha256,
+        targetSha256: a.sha256,
+        status: 'pending',
+        nextAttemptMs: Date.now() + 3_600_000,
+        fileKey: null,
+        fileSize: null,
+        sha256: null,
+        error: 'zstd exited with 1',
+        createdAt: created,
+        updatedAt: created,
+      })
+      .onConflict((oc) => oc.columns(['sourceVersionId', 'targetVersionId']).doNothing())
+      .execute();
+    const v3 = await createVersion(t, pkg.id, { version: '3', versionCode: 3, filePath: b.filePath });
+    await vi.waitFor(
+      async () => expect((await deltasOf(t, 'same-file', v3.id)).map((d) => d.status)).toEqual(['ready', 'ready']),
+      { timeout: 60_000, interval: 200 },
+    );
+    // v2 was planned in every pass since (the newest of its package at first, then recent): never from v1.
+    expect(await deltasOf(t, 'same-file', v2.id)).toEqual([]);
+    expect((await checkUpdate(t.app.server, 'same-file', 2)).latest.delta?.fromVersionCode).toBe(2);
+  });
+
   it('deletes a delta, row and file, with its source or its target version', async () => {
     const [summary] = await deltasOf(t, 'game-launcher', ids.v2.id);
     const row = await t.database.db

@@ -157,6 +157,7 @@ export class DeltaWorker extends Poller {
     const byId = new Map(versions.map((v) => [v.id, v]));
     const stale = deltas.filter(
       (d) =>
+        d.sourceSha256 === d.targetSha256 ||
         byId.get(d.sourceVersionId)?.sha256 !== d.sourceSha256 ||
         byId.get(d.targetVersionId)?.sha256 !== d.targetSha256,
     );
@@ -179,8 +180,11 @@ export class DeltaWorker extends Poller {
     for (const target of offered) {
       if (planned.has(target.id)) continue;
       if (newest.get(target.packageId) !== target.id && publishedAt(target) < at - PLAN_WINDOW_MS) continue;
+      // A version of the same bytes needs no delta (and zstd cannot take one file as both sides).
       const sources = offered
-        .filter((s) => s.packageId === target.packageId && s.versionCode < target.versionCode)
+        .filter(
+          (s) => s.packageId === target.packageId && s.versionCode < target.versionCode && s.sha256 !== target.sha256,
+        )
         .slice(0, this.options.sources);
       if (sources.length === 0) continue;
       const created = nowIso();
