@@ -68,9 +68,14 @@ async function fastifyServer() {
     logger: { level: 'info' },
     logController: new LogController({ disableRequestLogging: true }),
   });
-  app.get('/', (request, reply) => {
-    const { bytes } = /** @type {{ bytes?: string }} */ (request.query);
-    reply.type('application/json; charset=utf-8').send(bodyOf(Number(bytes ?? 64)));
+  // POST too: a JSON body parsed by Fastify's own parser, as a heartbeat's is (the fleet scenario).
+  app.route({
+    method: ['GET', 'POST'],
+    url: '/',
+    handler: (request, reply) => {
+      const { bytes } = /** @type {{ bytes?: string }} */ (request.query);
+      reply.type('application/json; charset=utf-8').send(bodyOf(Number(bytes ?? 64)));
+    },
   });
   await app.ready();
   return app.server;

@@ -82,6 +82,9 @@ export const scenarios: ScenarioProvider = async (target) => {
       env: { DEVICES: String(devices) },
     },
     connections: 64,
+    // Against Fastify alone parsing the same JSON bodies and answering as much: the framework's own
+    // ceiling, which the heartbeat route adds validation, recording and SQLite's writes to.
+    baseline: { ...target.fastify, url: `${target.fastify.url}/?bytes=${JSON.stringify({ ok: true }).length}` },
   };
   // The fleet alone (the capacity), then with an admin's dashboard open (what its reads cost the
   // launchers: on SQLite they run on a thread of the service's process, on the same core with --pin).

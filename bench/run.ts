@@ -350,7 +350,8 @@ try {
   for (const row of rows) console.log(row);
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
 } catch (err) {
-  // What the service logged says why it answered an error.
+  // What the service logged says why it answered an error (its log is written asynchronously).
+  await new Promise((resolve) => setTimeout(resolve, 500));
   const { exitCode, signalCode } = server.child;
   console.error(
     `service exit: ${exitCode ?? signalCode ?? 'running'}; log (last 4000 characters):\n${server.output().slice(-4000)}`,
