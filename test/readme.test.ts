@@ -3,8 +3,19 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { signatureBase, type SigningKey, verifiedInputs } from '../docs/examples/verify.js';
+import { loadConfig } from '../src/config.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
+
+describe('deploy/nginx.conf', () => {
+  it("closes idle connections to the instances before they close them (IDLE_TIMEOUT_MS's default)", () => {
+    const conf = fs.readFileSync(path.join(ROOT, 'deploy/nginx.conf'), 'utf8');
+    const upstream = /upstream launcher_service \{([^}]*)\}/.exec(conf)?.[1] ?? '';
+    const nginxSeconds = Number(/keepalive_timeout (\d+)s;/.exec(upstream)?.[1] ?? 60);
+    const serviceMs = loadConfig({ ADMIN_PASSWORD: 'an-admin-password' }).timeouts.idle;
+    expect(nginxSeconds * 1000).toBeLessThanOrEqual(serviceMs - 5000);
+  });
+});
 
 describe('README', () => {
   it('quotes docs/examples/verify.ts (the example the tests run) exactly', () => {
