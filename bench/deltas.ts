@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { type UpdateInfo, UpdateManager } from 'launcher-client';
 import { highWaterKb, makeDelta, rebuiltDigest } from '../src/modules/deltas/zstd.js';
-import { api, type BenchRun, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
+import { api, type BenchRun, runs, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
 
 /*
  * Delta updates. For a 100 MB pair (and with `--delta-gb` a 1 GB pair): the delta's size, the time
@@ -70,20 +70,13 @@ async function measureMaking(label: string, source: string, target: string): Pro
 
 /** The pids of this process's zstd children (Linux: /proc/self/task/N/children; else none). */
 function zstdChildren(): number[] {
-  const isZstd = (pid: number) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'zstd';
-    } catch {
-      return false;
-    }
-  };
   try {
     return fs
       .readdirSync('/proc/self/task')
       .flatMap((task) => fs.readFileSync(`/proc/self/task/${task}/children`, 'utf8').split(' '))
       .filter((pid) => pid !== '')
       .map(Number)
-      .filter(isZstd);
+      .filter((pid) => runs(pid, 'zstd'));
   } catch {
     return [];
   }

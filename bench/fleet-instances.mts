@@ -19,7 +19,7 @@ import { parseArgs, promisify } from 'node:util';
 import { sql } from 'kysely';
 import { openDatabase } from '../src/db/index.js';
 import { seedDevices } from './device-seed.js';
-import { median, wrkInstalled } from './lib.js';
+import { median, runs, wrkInstalled } from './lib.js';
 
 process.env.TEST_ENGINE = 'postgres';
 const { createTestDatabase } = await import('../test/helpers/db.js');
@@ -58,10 +58,13 @@ function cpuMs(pid: number): number {
 function postgresCpuMs(): number | null {
   let total = 0;
   let found = false;
-  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+  for (const pid of fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)) {
+    if (!runs(pid, 'postgres')) continue;
     try {
-      if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'postgres') continue;
-      total += cpuMs(Number(pid));
+      total += cpuMs(pid);
       found = true;
     } catch {
       // ended meanwhile

@@ -1,4 +1,5 @@
 import { type ChildProcess, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import { keyFromFilePath } from '../src/storage/storage.js';
 import type { ServerProcess } from '../test/helpers/process.js';
 
@@ -138,5 +139,14 @@ export function wrkInstalled(): boolean {
   } catch (err) {
     // wrk prints its usage and exits 1 on --version: only a missing binary is absent.
     return (err as NodeJS.ErrnoException).code !== 'ENOENT';
+  }
+}
+
+/** Whether process `pid` runs the program `name` (Linux: /proc/PID/comm); false once it has ended. */
+export function runs(pid: number, name: string): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === name;
+  } catch {
+    return false;
   }
 }

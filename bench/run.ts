@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import autocannon from 'autocannon';
+import { highWaterKb } from '../src/modules/deltas/zstd.js';
 import { type Baseline, type BenchRun, type LoopDelay, median, type Scenario, type ScenarioProvider } from './lib.js';
 
 /*
@@ -345,9 +346,8 @@ try {
     console.log(rows[rows.length - 1]);
   }
   // Peak resident memory of the service over the whole run (Linux: VmHWM).
-  const status = fs.readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
-  const peak = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
-  if (peak !== undefined) console.log(`\nservice peak RSS: ${(Number(peak) / 1024).toFixed(0)} MiB`);
+  const peakKb = highWaterKb(server.child.pid ?? 0);
+  if (peakKb > 0) console.log(`\nservice peak RSS: ${(peakKb / 1024).toFixed(0)} MiB`);
   console.log(`\n${header}`);
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
