@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# The service as an image: `docker build -t launcher-dist-service .`
-# One machine:  docker run -p 3000:3000 -v launcher-data:/data -e ADMIN_PASSWORD=… launcher-dist-service
+# The service as an image: `docker build -t patchwell .`
+# One machine:  docker run -p 3000:3000 -v launcher-data:/data -e ADMIN_PASSWORD=… patchwell
 # Many:         compose.yaml (PostgreSQL + S3-compatible storage + instances behind a load balancer)
 # Node.js 24 LTS (20 reached its end of life in April 2026; the code still runs on 20.19+).
 ARG NODE_IMAGE=node:24-bookworm-slim

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomFillSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { type UpdateInfo, UpdateManager } from 'launcher-client';
+import { type UpdateInfo, UpdateManager } from 'patchwell-client';
 import { highWaterKb, makeDelta, rebuiltDigest } from '../src/modules/deltas/zstd.js';
 import { api, type BenchRun, runs, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
 

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { MinisignFormatError, type MinisignPublicKey, parsePublicKeys } from 'launcher-client/minisign';
+import { MinisignFormatError, type MinisignPublicKey, parsePublicKeys } from 'patchwell-client/minisign';
 import { MAX_DELTA_FILE_BYTES } from './modules/deltas/zstd.js';
 
 /** Every setting the service reads from its environment; `loadConfig` is the only reader of `process.env`. */

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parsePublicKey, releaseTrustedComment, versionTrustedComment } from 'launcher-client/minisign';
+import { parsePublicKey, releaseTrustedComment, versionTrustedComment } from 'patchwell-client/minisign';
 import { generateKeyPair, parseSecretKey, signFile, type MinisignSecretKey } from '../packages/publish/src/minisign.js';
 import { loadConfig } from '../src/config.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';

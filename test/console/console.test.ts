@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { Secret, TOTP } from 'otpauth';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { prehash, versionTrustedComment } from 'launcher-client/minisign';
+import { prehash, versionTrustedComment } from 'patchwell-client/minisign';
 import { generateKeyPair, parseSecretKey, signPrehash } from '../../packages/publish/src/minisign.js';
 import {
   ADMIN_PASSWORD,

@@ -25,14 +25,14 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
     fs.mkdirSync(app);
     fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
     await run('npm', ['install', '--no-audit', '--no-fund', '--offline', path.join(dir, info.filename)], { cwd: app });
-    const installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/launcher-client/package.json'), 'utf8'));
+    const installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/patchwell-client/package.json'), 'utf8'));
     expect(installed.dependencies ?? {}).toEqual({});
 
     const help = await run(path.join(app, 'node_modules/.bin/launcher-client'), ['--help'], { cwd: app });
     expect(help.stdout).toContain('launcher-client update --server URL');
 
     const script = [
-      "import { UpdateManager, SignatureError } from 'launcher-client';",
+      "import { UpdateManager, SignatureError } from 'patchwell-client';",
       "const m = new UpdateManager({ serverUrl: 'http://127.0.0.1:1', trustedKeys: [], stateDir: process.argv[1] });",
       'console.log(JSON.stringify({ id: await m.deviceId(), kind: new SignatureError("x").kind }));',
     ].join('\n');

@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { releaseTrustedComment, versionTrustedComment } from 'launcher-client/minisign';
+import { releaseTrustedComment, versionTrustedComment } from 'patchwell-client/minisign';
 import { type Addon, Api, type Package, type Release, tokenFrom, type Version } from './api.js';
 import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';

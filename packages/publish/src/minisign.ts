@@ -16,7 +16,7 @@ import {
   type KeyObject,
 } from 'node:crypto';
 import { blake2b } from '@noble/hashes/blake2.js';
-import { decodeBase64, keyIdOf, parsePublicKey, prehashFile, type MinisignPublicKey } from 'launcher-client/minisign';
+import { decodeBase64, keyIdOf, parsePublicKey, prehashFile, type MinisignPublicKey } from 'patchwell-client/minisign';
 
 const UNTRUSTED_PREFIX = 'untrusted comment: ';
 const SECRET_KEY_COMMENT = 'minisign encrypted secret key';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parsePublicKey } from 'launcher-client/minisign';
+import { parsePublicKey } from 'patchwell-client/minisign';
 import { minisign, minisignKeyPair, minisignWanted } from '../../../test/helpers/minisign.js';
 import { generateKeyPair, MinisignKeyError, parseSecretKey, scryptParams, signFile } from '../src/minisign.js';
 

@@ -20,7 +20,7 @@ import { publishAtColumn } from '../../http/schemas.js';
 import { checkSlug } from '../../http/slug.js';
 import { downloadFields } from '../downloads/fields.js';
 import { fileSignatureColumn, requirePublisherSignature } from '../downloads/file-signature.js';
-import { releaseTrustedComment } from 'launcher-client/minisign';
+import { releaseTrustedComment } from 'patchwell-client/minisign';
 import type { DownloadTarget } from '../downloads/service.js';
 import { type ElementRenderer, jsonArray, ListBlocks } from './blocks.js';
 import { Counters } from './counters.js';

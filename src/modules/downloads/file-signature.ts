@@ -1,4 +1,4 @@
-import { checkSignature, MinisignFormatError, parseSignature, prehash } from 'launcher-client/minisign';
+import { checkSignature, MinisignFormatError, parseSignature, prehash } from 'patchwell-client/minisign';
 import type { AppContext } from '../../context.js';
 import { badRequest } from '../../http/errors.js';
 import { keyFromFilePath } from '../../storage/storage.js';

@@ -13,7 +13,7 @@ import { filePathFromKey } from '../../storage/storage.js';
 import { type DeltaOffer, deltaFileKeys, deltaSummaries, readyDeltas } from '../deltas/repository.js';
 import { downloadFields } from '../downloads/fields.js';
 import { fileSignatureColumn, requirePublisherSignature } from '../downloads/file-signature.js';
-import { versionTrustedComment } from 'launcher-client/minisign';
+import { versionTrustedComment } from 'patchwell-client/minisign';
 import type { DownloadTarget } from '../downloads/service.js';
 import { latestIdOf, type Package, type RolloutRow, toPackage, toRollout, toVersion, type Version } from './mapper.js';
 import * as repo from './repository.js';
