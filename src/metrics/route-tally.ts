@@ -1,4 +1,4 @@
-import type { Metric, Registry } from 'prom-client';
+import { Counter, Histogram, type HistogramConfiguration, type Registry } from 'prom-client';
 
 /** One method and route pattern: answers by status and a latency histogram, in plain numbers. */
 interface Series {
@@ -10,8 +10,6 @@ interface Series {
   sum: number;
   count: number;
 }
-
-type Sample = { labels: Record<string, string | number>; value: number; metricName?: string };
 
 /**
  * Answered requests by route pattern, status and latency. The hot path adds to plain numbers held per
@@ -46,42 +44,64 @@ export class RouteTally {
   /** Registers `requests` (counter by method, route, status) and `duration` (histogram by method, route). */
   register(registry: Registry, requests: { name: string; help: string }, duration: { name: string; help: string }) {
     const all = () => [...this.series.values()].flatMap((byMethod) => [...byMethod.values()]);
-    const metric = (name: string, help: string, type: 'counter' | 'histogram', values: () => Sample[]) =>
-      // prom-client formats any registered object that has a name, help, type and `get()`.
-      ({
-        name,
-        help,
-        type,
-        aggregator: 'sum',
-        get: () => Promise.resolve({ name, help, type, aggregator: 'sum', values: values() }),
-      }) as unknown as Metric;
-    registry.registerMetric(
-      metric(requests.name, requests.help, 'counter', () =>
-        all().flatMap((s) =>
-          [...s.statuses].map(([status, value]) => ({ labels: { method: s.method, route: s.route, status }, value })),
-        ),
-      ),
+    new Counter({
+      ...requests,
+      labelNames: ['method', 'route', 'status'],
+      registers: [registry],
+      // The tally holds the totals: the counter takes them afresh at each scrape.
+      collect() {
+        this.reset();
+        for (const s of all()) {
+          for (const [status, value] of s.statuses) this.inc({ method: s.method, route: s.route, status }, value);
+        }
+      },
+    });
+    new TalliedHistogram({ ...duration, labelNames: ['method', 'route'], registers: [registry] }, () =>
+      all().flatMap((s) => {
+        const labels = { method: s.method, route: s.route };
+        let cumulative = 0;
+        const buckets = s.buckets.map((n, i) => {
+          cumulative += n;
+          return {
+            labels: { ...labels, le: i < this.bounds.length ? (this.bounds[i] as number) : '+Inf' },
+            value: cumulative,
+            metricName: `${duration.name}_bucket`,
+          };
+        });
+        return [
+          ...buckets,
+          { labels, value: s.sum, metricName: `${duration.name}_sum` },
+          { labels, value: s.count, metricName: `${duration.name}_count` },
+        ];
+      }),
     );
-    registry.registerMetric(
-      metric(duration.name, duration.help, 'histogram', () =>
-        all().flatMap((s) => {
-          const labels = { method: s.method, route: s.route };
-          let cumulative = 0;
-          const buckets = s.buckets.map((n, i) => {
-            cumulative += n;
-            return {
-              labels: { ...labels, le: i < this.bounds.length ? (this.bounds[i] as number) : '+Inf' },
-              value: cumulative,
-              metricName: `${duration.name}_bucket`,
-            };
-          });
-          return [
-            ...buckets,
-            { labels, value: s.sum, metricName: `${duration.name}_sum` },
-            { labels, value: s.count, metricName: `${duration.name}_count` },
-          ];
-        }),
-      ),
-    );
+  }
+}
+
+type HistogramAnswer = Awaited<ReturnType<Histogram['get']>>;
+
+/**
+ * A prom-client histogram whose series are tallied elsewhere and read when scraped (prom-client's own
+ * take one observation at a time, each hashing and validating its labels). The registry formats a
+ * histogram from `getForPromString()`; `get()` (its JSON) answers the same.
+ */
+class TalliedHistogram extends Histogram<'method' | 'route'> {
+  /** prom-client's answer for this name and help, without series: the frame the tallied ones go in. */
+  private readonly frame: Histogram;
+
+  constructor(
+    config: HistogramConfiguration<'method' | 'route'>,
+    private readonly series: () => HistogramAnswer['values'],
+  ) {
+    super(config);
+    this.frame = new Histogram({ name: config.name, help: config.help, registers: [] });
+  }
+
+  async getForPromString(): Promise<HistogramAnswer> {
+    return { ...(await this.frame.get()), values: this.series() };
+  }
+
+  override get(): Promise<HistogramAnswer> {
+    return this.getForPromString();
   }
 }
