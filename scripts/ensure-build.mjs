@@ -29,7 +29,7 @@ const PARTS = [
     name: 'the admin console',
     script: 'build:admin',
     sources: 'admin/src',
-    inputs: ['admin', 'package-lock.json'],
+    inputs: ['admin', 'packages/publish/src', 'package-lock.json'],
     output: 'admin/dist/index.html',
     stamp: 'admin/dist/.build-hash',
   },

@@ -1,4 +1,4 @@
-import type { ContentCache } from './cache.js';
+import type { ContentCache } from './db/content-writes.js';
 import type { Config } from './config.js';
 import type { Db, Engine } from './db/index.js';
 import type { AuthService } from './modules/auth/service.js';
@@ -9,7 +9,7 @@ import type { DownloadService } from './modules/downloads/service.js';
 import type { WebhookWorker } from './modules/webhooks/worker.js';
 import type { ResumableUploads } from './modules/files/resumable.js';
 import type { FileService } from './modules/files/service.js';
-import type { SharedLimits } from './shared-limits.js';
+import type { SharedLimits } from './http/shared-limits.js';
 import type { Signer } from './modules/signing/signer.js';
 import type { Storage } from './storage/storage.js';
 

@@ -1,7 +1,7 @@
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, startupWarnings } from './config.js';
 import { openDatabase } from './db/index.js';
-import { HeapGrowth } from './heap.js';
+import { HeapGrowth } from './modules/system/heap.js';
 import { openStorage } from './storage/index.js';
 
 async function main(): Promise<void> {

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditChanges, auditContextOpen, MAX_CHANGES_CHARS } from '../src/audit.js';
+import { auditChanges, auditContextOpen, MAX_CHANGES_CHARS } from '../src/modules/audit/log.js';
 import { newId } from '../src/domain/clock.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, type TestApp } from './helpers/app.js';
 

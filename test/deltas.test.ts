@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { App } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { claimJob } from '../src/jobs.js';
+import { claimJob } from '../src/db/jobs.js';
 import { DEFAULT_DELTA_OPTIONS, DeltaWorker } from '../src/modules/deltas/worker.js';
 import { S3Storage, type S3StorageConfig } from '../src/storage/s3.js';
 import { S3RVER_CREDENTIALS, startS3 } from './helpers/s3.js';

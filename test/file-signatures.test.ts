@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePublicKey, releaseTrustedComment, versionTrustedComment } from 'patchwell-client/minisign';
-import { generateKeyPair, parseSecretKey, signFile, type MinisignSecretKey } from '../packages/publish/src/minisign.js';
+import { generateKeyPair, parseSecretKey, signFile, type MinisignSecretKey } from 'patchwell-publish/minisign';
 import { loadConfig } from '../src/config.js';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
 import { minisign, minisignKeyPair, minisignWanted } from './helpers/minisign.js';

@@ -8,7 +8,7 @@ import {
   LARGE_HEAP_BYTES,
   LARGE_HEAP_GROWTH_PERCENT,
   SMALL_HEAP_GROWTH_PERCENT,
-} from '../src/heap.js';
+} from '../src/modules/system/heap.js';
 
 describe('heap growth', () => {
   it('lets a small live heap grow to three times its size and a large one to one and a half', () => {

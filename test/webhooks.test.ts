@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { App } from '../src/app.js';
-import { backoff } from '../src/jobs.js';
+import { backoff } from '../src/db/jobs.js';
 import {
   admin,
   buildSecondApp,

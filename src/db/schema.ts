@@ -224,7 +224,7 @@ export interface ContentStateTable {
   version: number;
 }
 
-/** One fixed window of a per-client counter shared by every instance (src/shared-limits.ts). */
+/** One fixed window of a per-client counter shared by every instance (src/http/shared-limits.ts). */
 export interface RateCountersTable {
   key: string;
   windowStart: number;
@@ -232,7 +232,7 @@ export interface RateCountersTable {
   count: number;
 }
 
-/** Members of a per-client set for one clock hour, shared by every instance (src/shared-limits.ts). */
+/** Members of a per-client set for one clock hour, shared by every instance (src/http/shared-limits.ts). */
 export interface HourlyMembersTable {
   key: string;
   hourStart: number;
@@ -253,7 +253,7 @@ export interface JobLeasesTable {
   expiresMs: number;
 }
 
-/** One administrator change, login or logout (src/audit.ts). */
+/** One administrator change, login or logout (src/modules/audit/log.ts). */
 export interface AuditLogTable {
   id: string;
   at: string;

@@ -6,7 +6,7 @@ import { Secret, TOTP } from 'otpauth';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { prehash, versionTrustedComment } from 'patchwell-client/minisign';
-import { generateKeyPair, parseSecretKey, signPrehash } from '../../packages/publish/src/minisign.js';
+import { generateKeyPair, parseSecretKey, signPrehash } from 'patchwell-publish/minisign';
 import {
   ADMIN_PASSWORD,
   getJson,

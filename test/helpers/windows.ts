@@ -1,4 +1,4 @@
-/** The fixed windows the service's bounds count in (src/shared-limits.ts). */
+/** The fixed windows the service's bounds count in (src/http/shared-limits.ts). */
 export const MINUTE_MS = 60_000;
 export const HOUR_MS = 3_600_000;
 

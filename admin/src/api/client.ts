@@ -1,9 +1,24 @@
 import createClient, { type Middleware } from 'openapi-fetch';
-import type { ContentPaths } from './content';
-import type { components as _components, paths as GeneratedPaths } from './schema';
+import type { components as _components, paths } from './schema';
 
-/** Generated paths win; the hand-typed content paths fill in what /openapi.json does not document yet. */
-export type Paths = GeneratedPaths & Omit<ContentPaths, keyof GeneratedPaths>;
+/** The service's paths, generated from its /openapi.json (`npm run admin:api`): the one wire contract. */
+export type Paths = paths;
+
+type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+/** The JSON a call on `Path` answers with `Status` (200 unless given). */
+export type Answer<Path extends keyof Paths, M extends Method, Status extends number = 200> = Paths[Path][M] extends {
+  responses: { [S in Status]: { content: { 'application/json': infer T } } };
+}
+  ? T
+  : never;
+
+/** The JSON body a call on `Path` takes. */
+export type RequestBody<Path extends keyof Paths, M extends Method> = Paths[Path][M] extends {
+  requestBody?: { content: { 'application/json': infer T } };
+}
+  ? T
+  : never;
 
 /** A failed API call: the HTTP status and the service's `{error}` message (status 0: network failure). */
 export class ApiError extends Error {

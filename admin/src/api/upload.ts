@@ -1,7 +1,7 @@
 import { DetailedError, Upload } from 'tus-js-client';
 import { ApiError } from './client';
 import type { Paths } from './client';
-import { CHUNK_BYTES, startResuming, storedFile } from '../../../packages/publish/src/tus';
+import { CHUNK_BYTES, startResuming, storedFile } from 'patchwell-publish/tus';
 
 export type UploadResult = Paths['/api/admin/uploads/{id}']['get']['responses'][200]['content']['application/json'];
 

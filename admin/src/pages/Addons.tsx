@@ -23,8 +23,7 @@ import {
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data, type Paths } from '../api/client';
-import type { Addon, AddonWrite } from '../api/content';
+import { type Answer, api, data, type Paths, type RequestBody } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import {
   emptySource,
@@ -42,10 +41,15 @@ import { useI18n } from '../i18n';
 import { useLink, useRouter } from '../router';
 import { changedFields, useWrite } from '../write';
 
+type Addon = Answer<'/api/addons', 'get'>[number];
+type AddonWrite = RequestBody<'/api/addons/{id}', 'put'>;
+
 const KEY = ['addons'] as const;
 const CATEGORIES = ['general', 'ui', 'quest', 'combat'];
 
-type AddonFormValue = Required<Omit<AddonWrite, 'name' | 'summary' | 'iconUrl'>> & { iconUrl: string | null };
+type AddonFormValue = Required<Omit<AddonWrite, 'name' | 'summary' | 'description' | 'iconUrl'>> & {
+  iconUrl: string | null;
+};
 
 function AddonForm({
   initial,

@@ -17,8 +17,7 @@ import {
 } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data } from '../api/client';
-import type { Article, ArticleWrite } from '../api/content';
+import { type Answer, api, data, type RequestBody } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { MarkdownEditor } from '../components/Markdown';
 import { isScheduled, PublishAtInput, ScheduledBadge } from '../components/Schedule';
@@ -26,8 +25,12 @@ import { ImageField } from '../components/Upload';
 import { useI18n } from '../i18n';
 import { useWrite } from '../write';
 
+type Article = Answer<'/api/admin/articles', 'get'>[number];
+type ArticleWrite = RequestBody<'/api/articles/{id}', 'put'>;
+
 const KEY = ['articles'] as const;
-type ArticleForm = Required<ArticleWrite>;
+/** The form edits both languages; the single-language `title`, `summary`, `content` are left out. */
+type ArticleForm = Required<Omit<ArticleWrite, 'title' | 'summary' | 'content'>>;
 
 const emptyArticle: ArticleForm = {
   slug: '',

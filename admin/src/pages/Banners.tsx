@@ -1,12 +1,13 @@
 import { Badge, Card, Group, Image, NumberInput, SimpleGrid, Stack, Switch, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data } from '../api/client';
-import type { Banner } from '../api/content';
+import { type Answer, api, data } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { UploadButton } from '../components/Upload';
 import { useI18n } from '../i18n';
 import { useWrite } from '../write';
+
+type Banner = Answer<'/api/banners', 'get'>[number];
 
 const KEY = ['banners'] as const;
 

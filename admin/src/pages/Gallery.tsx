@@ -1,13 +1,15 @@
 import { Badge, Button, Card, Group, Image, SimpleGrid, Stack, Switch, Text, TextInput, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data } from '../api/client';
-import type { GalleryImage, GalleryWrite } from '../api/content';
+import { type Answer, api, data, type RequestBody } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { UploadButton } from '../components/Upload';
 import { useI18n } from '../i18n';
 import { useWrite } from '../write';
 import { OrderInput } from './Banners';
+
+type GalleryImage = Answer<'/api/gallery', 'get'>[number];
+type GalleryWrite = RequestBody<'/api/gallery/{id}', 'put'>;
 
 const KEY = ['gallery'] as const;
 

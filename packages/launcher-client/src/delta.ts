@@ -18,12 +18,11 @@ import { AbortedError } from './errors.js';
 import { type ExpectedFile, type FileCheck, verifyFile } from './verify.js';
 
 /** check-update's `latest.delta`: a patch from the version the client checked with. */
-export interface DeltaOffer {
-  readonly fromVersionCode: number;
-  readonly downloadUrl: string;
-  readonly fileSize: number;
-  readonly sha256: string;
-}
+export type DeltaOffer = Readonly<
+  NonNullable<
+    import('./api.js').paths['/api/software/check-update']['get']['responses'][200]['content']['application/json']['latest']['delta']
+  >
+>;
 
 export interface DeltaRequest {
   /** The state folder's downloads. */

@@ -1,6 +1,6 @@
 /**
  * What the service's two tus clients share: this command and the admin console (which imports
- * this file, as it imports the service's own shared sources).
+ * it as `patchwell-publish/tus`).
  */
 import type { Upload } from 'tus-js-client';
 

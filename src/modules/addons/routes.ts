@@ -26,7 +26,8 @@ import {
   UpdatesBody,
   UpdatesResponse,
 } from './schemas.js';
-import { AddonService, type PagedRequest } from './service.js';
+import { CatalogueReader, type PagedRequest } from './catalogue-reader.js';
+import { AddonService } from './service.js';
 import { AddonUpdates } from './updates.js';
 
 const FileResponse = {
@@ -36,7 +37,8 @@ const FileResponse = {
 };
 
 export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
-  const addons = new AddonService(ctx);
+  const catalogue = new CatalogueReader(ctx);
+  const addons = new AddonService(ctx, catalogue);
   const updates = new AddonUpdates(ctx);
 
   /** The language and page of a list request (`page` null when neither `limit` nor `cursor` is given). */
@@ -65,7 +67,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const { published, category, search, sort, limit, cursor } = request.query;
-        const answer = await addons.list({
+        const answer = await catalogue.list({
           filter: { publishedOnly: published !== 'false', category: category || undefined, terms: searchTerms(search) },
           sort: sort ?? 'updated',
           ...paged(request, limit, cursor),
@@ -86,7 +88,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        return sendRendered(request, reply, await addons.detailJson(request.params.idOrSlug, requestLang(request)));
+        return sendRendered(request, reply, await catalogue.detailJson(request.params.idOrSlug, requestLang(request)));
       },
     );
 
@@ -105,7 +107,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         return sendRendered(
           request,
           reply,
-          await addons.releaseList(addonId || undefined, paged(request, limit, cursor)),
+          await catalogue.releaseList(addonId || undefined, paged(request, limit, cursor)),
         );
       },
     );
@@ -181,7 +183,7 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               response: { 200: AddonSchema, 404: ErrorResponse },
             },
           },
-          async (request) => addons.detail(request.params.idOrSlug, requestLang(request), 'admin'),
+          async (request) => catalogue.detail(request.params.idOrSlug, requestLang(request), 'admin'),
         );
 
         admin.post(

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import rateLimit from '@fastify/rate-limit';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { readAudit } from '../../audit.js';
+import { readAudit } from '../audit/log.js';
 import { ROLES } from '../../domain/roles.js';
 import { adminScope, currentAdmin, ownerOnly, scoped, SESSION_COOKIE, sessionToken } from '../../http/auth.js';
 import { badRequest } from '../../http/errors.js';

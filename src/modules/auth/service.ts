@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { recordAudit } from '../../audit.js';
+import { recordAudit } from '../audit/log.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import type { Db } from '../../db/index.js';
 import type { UsersTable } from '../../db/schema.js';

@@ -2,12 +2,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { ContentCache } from '../../cache.js';
+import type { ContentCache } from '../../db/content-writes.js';
 import type { Db } from '../../db/index.js';
 import type { DeltaRow, VersionRow } from '../../db/schema.js';
 import { newId, now as clockNow, nowIso } from '../../domain/clock.js';
 import { isPublished } from '../../domain/rollout.js';
-import { attemptOutcome, claimJob, dueJobs, Poller } from '../../jobs.js';
+import { attemptOutcome, claimJob, dueJobs, Poller } from '../../db/jobs.js';
 import { keyFromFilePath, type Storage } from '../../storage/storage.js';
 import { keyForUpload } from '../files/service.js';
 import { makeDelta, rebuiltDigest, zstdVersion, type ZstdRun } from './zstd.js';
@@ -77,7 +77,7 @@ function publishedAt(v: Stored): number {
 /**
  * Makes delta updates in the background, on every instance: each pass plans the deltas of versions
  * that became published (created published, or their `publishAt` passed), then makes one due delta
- * with zstd. A job is claimed with a lease (jobs.ts), so each is made once however many instances
+ * with zstd. A job is claimed with a lease (db/jobs.ts), so each is made once however many instances
  * run, and one at a time per instance. A failed attempt is tried again with backoff, then recorded
  * as failed. A delta made ready clears every instance's cached check-update answers.
  */

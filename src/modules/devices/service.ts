@@ -3,7 +3,7 @@ import { type Insertable, sql } from 'kysely';
 import type { DatabaseHandle, Db, Engine } from '../../db/index.js';
 import { type CompiledOnce, compileOnce, slot } from '../../db/compile-once.js';
 import type { DeviceRow, DevicesTable, DeviceVersionsTable } from '../../db/schema.js';
-import type { SharedLimits } from '../../shared-limits.js';
+import type { SharedLimits } from '../../http/shared-limits.js';
 import { now as clockNow } from '../../domain/clock.js';
 
 export const OFFLINE_AFTER_MS = 3 * 60 * 1000;
@@ -102,7 +102,7 @@ const HOUR_MS = 3600_000;
 
 /**
  * The devices this instance admitted per client address in the current clock hour: a cache of the
- * shared sets (src/shared-limits.ts), so a device costs a database round trip once an hour.
+ * shared sets (src/http/shared-limits.ts), so a device costs a database round trip once an hour.
  */
 class AdmittedThisHour {
   private hour = -1;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { recordAudit } from '../../audit.js';
+import { recordAudit } from '../audit/log.js';
 import type { Db } from '../../db/index.js';
 import { nowIso } from '../../domain/clock.js';
 import { badRequest } from '../../http/errors.js';

@@ -1,7 +1,7 @@
 import { createHash, sign } from 'node:crypto';
 import { setImmediate } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
-import { type ContentCache, MAX_ENTRY_AGE_MS } from '../../cache.js';
+import { type ContentCache, MAX_ENTRY_AGE_MS } from '../../db/content-writes.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import type { Db } from '../../db/index.js';
 import { now } from '../../domain/clock.js';

@@ -3,7 +3,7 @@ import type { Db } from '../../db/index.js';
 import type { WebhookEventRow, WebhookRow } from '../../db/schema.js';
 import { newId, now as clockNow, nowIso } from '../../domain/clock.js';
 import type { WebhookEventName } from '../../domain/webhook-events.js';
-import { attemptOutcome, claimJob, dueJobs, Poller } from '../../jobs.js';
+import { attemptOutcome, claimJob, dueJobs, Poller } from '../../db/jobs.js';
 
 export interface DeliveryOptions {
   /** How often each instance looks for due events and deliveries. */

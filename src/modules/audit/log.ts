@@ -1,9 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
-import type { Db } from './db/index.js';
-import { newId, nowIso } from './domain/clock.js';
-import type { Position } from './http/paging.js';
-import { addRouteHooks, changesState } from './http/route-hooks.js';
+import type { Db } from '../../db/index.js';
+import { newId, nowIso } from '../../domain/clock.js';
+import type { Position } from '../../http/paging.js';
+import { addRouteHooks, changesState } from '../../http/route-hooks.js';
 
 /*
  * The audit log: every administrator change (and login, logout, failed login) with when, who

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { Redis } from 'ioredis';
-import type { Db } from './db/index.js';
+import type { Db } from '../db/index.js';
 
 /*
  * Per-client bounds that hold across instances: counted in the shared database, or in Redis when

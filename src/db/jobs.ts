@@ -1,4 +1,4 @@
-import type { Db } from './db/index.js';
+import type { Db } from './index.js';
 
 /**
  * Background work that must be done once across instances (webhook deliveries, delta jobs): a

@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
-import { recordAudit } from './audit.js';
-import { isUniqueViolation } from './db/errors.js';
-import type { Db } from './db/index.js';
-import { now } from './domain/clock.js';
-import { conflict } from './http/errors.js';
+import { recordAudit } from '../modules/audit/log.js';
+import { isUniqueViolation } from './errors.js';
+import type { Db } from './index.js';
+import { now } from '../domain/clock.js';
+import { conflict } from '../http/errors.js';
 
 /** Bounds memory when clients vary keys (search terms): the oldest entry makes room. */
 const MAX_ENTRIES = 10_000;
