@@ -144,8 +144,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(cors, {
     origin: config.corsOrigin === '*' ? '*' : corsOrigins,
     strictPreflight: false,
-    // A web page may verify signed answers too, and follow the catalogue's pages.
-    exposedHeaders: ['Content-Digest', 'Signature-Input', 'Signature', 'Link', 'X-Total-Count'],
+    // A web page may verify signed answers too, and follow the catalogue's pages. One string, joined
+    // here once: the plugin joins a list again on every request (about 2 µs of a heartbeat's time).
+    exposedHeaders: ['Content-Digest', 'Signature-Input', 'Signature', 'Link', 'X-Total-Count'].join(', '),
   });
   server.addHook(
     'onRequest',
