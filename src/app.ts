@@ -20,6 +20,7 @@ import { URL_FORMATS } from './http/urls.js';
 import { Metrics } from './metrics/metrics.js';
 import { metricsPlugin } from './metrics/plugin.js';
 import { addonRoutes } from './modules/addons/routes.js';
+import { auditRoutes } from './modules/audit/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { contentRoutes } from './modules/content/routes.js';
 import { consoleRoutes } from './modules/console/routes.js';
@@ -184,6 +185,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(systemRoutes());
   await server.register(healthRoutes(ctx, readiness));
   await server.register(authRoutes(ctx));
+  await server.register(auditRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
   await server.register(signingRoutes(ctx));

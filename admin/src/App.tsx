@@ -1,22 +1,11 @@
-import {
-  AppShell,
-  Badge,
-  Burger,
-  Button,
-  Center,
-  Group,
-  Loader,
-  NavLink,
-  SegmentedControl,
-  Text,
-  Title,
-} from '@mantine/core';
+import { AppShell, Badge, Burger, Button, Center, Group, Loader, NavLink, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQueryClient } from '@tanstack/react-query';
 import { useEffect } from 'react';
-import { ApiError, api, data, setUnauthorizedHandler } from './api/client';
+import { api, setUnauthorizedHandler } from './api/client';
+import { LanguageSwitch } from './components/LanguageSwitch';
 import { notifyError } from './errors';
-import { type Lang, type MessageKey, useI18n } from './i18n';
+import { type MessageKey, useI18n } from './i18n';
 import { AccountPage } from './pages/Account';
 import { AddonDetailPage, AddonsPage } from './pages/Addons';
 import { ArticlesPage } from './pages/Articles';
@@ -32,28 +21,7 @@ import { TeamPage } from './pages/Team';
 import { WebhooksPage } from './pages/Webhooks';
 import { ROLE_LABEL, RoleGuard } from './roles';
 import { useLink, useRouter } from './router';
-
-export const ME_KEY = ['me'] as const;
-
-/** The signed-in administrator with its role. */
-export async function fetchMe() {
-  return data(await api.GET('/api/admin/me')).user;
-}
-
-export function useMe() {
-  return useQuery({
-    queryKey: ME_KEY,
-    queryFn: async () => {
-      try {
-        return await fetchMe();
-      } catch (error) {
-        if (error instanceof ApiError && error.status === 401) return null;
-        throw error;
-      }
-    },
-    staleTime: 60_000,
-  });
-}
+import { changeSession, ME_KEY, useMe } from './session';
 
 const NAV: { to: string; label: MessageKey; ownersOnly?: true }[] = [
   { to: '/', label: 'dashboard' },
@@ -93,22 +61,6 @@ function NavItem({
         link.onClick(e);
         onNavigate();
       }}
-    />
-  );
-}
-
-export function LanguageSwitch() {
-  const { lang, setLang } = useI18n();
-  return (
-    <SegmentedControl
-      size="xs"
-      value={lang}
-      onChange={(v) => setLang(v as Lang)}
-      data={[
-        { value: 'zh', label: '中文' },
-        { value: 'en', label: 'English' },
-      ]}
-      data-testid="lang-switch"
     />
   );
 }
@@ -161,9 +113,7 @@ export function App() {
     return (
       <LoginPage
         onLoggedIn={(user) => {
-          // Nothing cached for an earlier session survives a new login.
-          queryClient.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
-          queryClient.setQueryData(ME_KEY, user);
+          changeSession(queryClient, user);
           if (route === '/login') navigate('/');
         }}
       />
@@ -176,10 +126,7 @@ export function App() {
     void api
       .POST('/api/admin/logout')
       .catch((error: unknown) => notifyError(error, t))
-      .finally(() => {
-        queryClient.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
-        queryClient.setQueryData(ME_KEY, null);
-      });
+      .finally(() => changeSession(queryClient, null));
   };
   return (
     <AppShell

@@ -1,8 +1,8 @@
 import { Alert, Fieldset, Stack, Title } from '@mantine/core';
 import type { ReactNode } from 'react';
 import { covers, ROLES, type Role } from '../../src/domain/roles';
-import { useMe } from './App';
 import { type MessageKey, useI18n } from './i18n';
+import { useRole } from './session';
 
 /** The service's own role rules (src/domain/roles.ts), shared so that the console shows what the service allows. */
 export { covers, ROLES, type Role };
@@ -30,13 +30,6 @@ const SECTION_WRITERS: Record<string, readonly Role[]> = {
 export function mayChange(role: Role, section: string): boolean {
   const writers = SECTION_WRITERS[section];
   return writers === undefined || role === 'owner' || writers.includes(role);
-}
-
-/** The signed-in administrator's role (the console renders pages only once it is known). */
-export function useRole(): Role {
-  const me = useMe();
-  if (!me.data) throw new Error('useRole before the administrator is known');
-  return me.data.role;
 }
 
 /**

@@ -22,8 +22,8 @@ import { api, data } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { describeError, notifyError, notifySuccess } from '../errors';
 import { useI18n } from '../i18n';
-import { ME_KEY, useMe } from '../App';
-import { covers, ROLE_LABEL, ROLES, type Role, useRole } from '../roles';
+import { covers, ROLE_LABEL, ROLES, type Role } from '../roles';
+import { changeSession, ME_KEY, useMe, useRole } from '../session';
 import { useWrite } from '../write';
 import { USERS_KEY, useRoleOptions } from './Team';
 
@@ -366,10 +366,7 @@ export function AccountPage() {
   const queryClient = useQueryClient();
   const logout = useMutation({
     mutationFn: async () => data(await api.POST('/api/admin/logout')),
-    onSettled: () => {
-      queryClient.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
-      queryClient.setQueryData(ME_KEY, null);
-    },
+    onSettled: () => changeSession(queryClient, null),
     onError: (error) => notifyError(error, t),
   });
   return (

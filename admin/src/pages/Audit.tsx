@@ -4,7 +4,8 @@ import { useInfiniteQuery } from '@tanstack/react-query';
 import { Fragment, useState } from 'react';
 import { api, data, nextCursor } from '../api/client';
 import { useI18n } from '../i18n';
-import { OwnersOnly, useRole } from '../roles';
+import { OwnersOnly } from '../roles';
+import { useRole } from '../session';
 
 /** Records per page. */
 const PAGE = 50;

@@ -2,16 +2,17 @@ import { Alert, Button, Center, Group, Paper, PasswordInput, Stack, TextInput, T
 import { useMutation } from '@tanstack/react-query';
 import { useState } from 'react';
 import { ApiError, api, data } from '../api/client';
-import { fetchMe, LanguageSwitch } from '../App';
+import { LanguageSwitch } from '../components/LanguageSwitch';
 import { describeError } from '../errors';
 import { useI18n } from '../i18n';
+import { fetchMe, type Me } from '../session';
 
 /** The login answer of an account with a second factor when the code is missing or wrong. */
 function totpRequired(error: unknown): boolean {
   return error instanceof ApiError && error.details.totpRequired === true;
 }
 
-export function LoginPage({ onLoggedIn }: { onLoggedIn: (user: Awaited<ReturnType<typeof fetchMe>>) => void }) {
+export function LoginPage({ onLoggedIn }: { onLoggedIn: (user: Me) => void }) {
   const { t } = useI18n();
   const [username, setUsername] = useState('admin');
   const [password, setPassword] = useState('');

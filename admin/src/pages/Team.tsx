@@ -16,10 +16,10 @@ import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data } from '../api/client';
-import { ME_KEY, useMe } from '../App';
 import { ConfirmButton } from '../components/Confirm';
 import { useI18n } from '../i18n';
-import { OwnersOnly, ROLE_LABEL, ROLES, type Role, useRole } from '../roles';
+import { OwnersOnly, ROLE_LABEL, ROLES, type Role } from '../roles';
+import { ME_KEY, useMe, useRole } from '../session';
 import { useWrite } from '../write';
 
 export const USERS_KEY = ['users'] as const;
