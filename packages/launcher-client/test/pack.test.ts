@@ -4,14 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NODE_24 } from './helpers.js';
 
 const run = promisify(execFile);
 const PACKAGE = path.resolve(import.meta.dirname, '..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-pack-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-/** Node 24 (the first with zstd dictionaries in `zlib`) through npx, from npm's cache or the registry. */
-export const NODE_24 = ['npx', ['-y', '--prefer-offline', 'node@24']] as const;
 
 /** A project made by `npm init -y` (CommonJS) or an ES module one, with only the packed tarball installed. */
 async function project(name: string, type: 'commonjs' | 'module', tarball: string): Promise<string> {
