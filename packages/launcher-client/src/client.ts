@@ -82,9 +82,9 @@ export interface UpdateManagerOptions {
   /** The zstd program that rebuilds delta updates where the runtime's `zlib` cannot (default: `zstd` on the PATH). */
   zstd?: string;
   /**
-   * The most memory a delta rebuilt in this process may take: the installed file (held whole, as
-   * the dictionary) plus the new file (the decoder's window). A larger pair is rebuilt by the zstd
-   * program; 0 never rebuilds in process. Default 1 GiB.
+   * The most memory a delta rebuilt in this process may take, counted as twice the installed file
+   * (the dictionary, held whole, and zstd's copy of it) plus the new file (the decoder's window). A
+   * larger pair is rebuilt by the zstd program; 0 never rebuilds in process. Default 1 GiB.
    */
   inProcessDeltaMaxBytes?: number;
 }

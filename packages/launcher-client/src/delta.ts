@@ -45,8 +45,9 @@ export interface DeltaRequest {
   /** The zstd program. */
   readonly zstd: string;
   /**
-   * The most the `node` engine may hold in memory: the installed file (its dictionary) plus the new
-   * file (the decoder's window is at most its size). A larger pair goes to the program; 0: never in process.
+   * The most the `node` engine may hold in memory, counted as twice the installed file (the
+   * dictionary: our buffer and zstd's copy of it) plus the new file (the decoder's window is at most
+   * its size), as measured (bench/deltas.ts). A larger pair goes to the program; 0: never in process.
    */
   readonly inProcessMaxBytes: number;
   readonly checks: readonly FileCheck[];
@@ -220,7 +221,7 @@ export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
     const source = path.resolve(request.currentFile);
     const inProcess = zlibZstd();
     const fits = async () =>
-      (await fs.promises.stat(source)).size + request.expected.fileSize <= request.inProcessMaxBytes;
+      2 * (await fs.promises.stat(source)).size + request.expected.fileSize <= request.inProcessMaxBytes;
     const engine: DeltaEngine = inProcess !== null && (await fits()) ? 'node' : 'program';
     if (engine === 'program') {
       const unusable = await zstdUnusable(request.zstd);

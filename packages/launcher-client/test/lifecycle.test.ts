@@ -142,8 +142,13 @@ describe('the install lifecycle', () => {
         `${'ef'.repeat(32)}.part`,
       ].sort(),
     );
-    // Its version code is now the default of the flow.
-    expect(await (await manager('inst', stateDir)).checkForUpdates()).toMatchObject({ result: 'up-to-date' });
+    // Its version code is now the default of the flow; nothing to download is told as such.
+    const after = await manager('inst', stateDir);
+    const told: unknown[] = [];
+    after.on('update-not-available', (check) => told.push(check));
+    const upToDate = await after.checkForUpdates();
+    expect(upToDate).toMatchObject({ result: 'up-to-date' });
+    expect(told).toEqual([upToDate]);
   });
 
   it('nothing unverified is started: a file changed after its download is refused and deleted, nothing pending', async () => {
