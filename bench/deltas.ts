@@ -1,14 +1,18 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes, randomFillSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { type UpdateInfo, UpdateManager } from 'patchwell-client';
+import { promisify } from 'node:util';
+import { type DownloadedUpdate, type UpdateInfo, UpdateManager } from 'patchwell-client';
 import { highWaterKb, makeDelta, rebuiltDigest } from '../src/modules/deltas/zstd.js';
 import { api, type BenchRun, runs, type Scenario, type ScenarioProvider, uploadFile, wrkInstalled } from './lib.js';
 
 /*
  * Delta updates. For a 100 MB pair (and with `--delta-gb` a 1 GB pair): the delta's size, the time
  * and the zstd child's peak memory to make it, with the function the service's worker runs; then the
- * time and zstd's peak memory to apply it in the launcher client (its `downloadUpdate`). Then, with
+ * time and peak memory to apply it in the launcher client (its `downloadUpdate`) with both engines:
+ * the zstd program (zstd's peak RSS) and, on Node 24 (through npx), the runtime's zlib (the whole
+ * launcher process's peak RSS, beside the same process's before the rebuild). Then, with
  * `--delta-gb`: check-update and a download while the service itself makes a 1 GB delta against the
  * same without, in the same rounds (aim: within 5 %).
  */
@@ -112,7 +116,7 @@ async function measureApplying(run: BenchRun, label: string, source: string, mad
     },
   };
   const stateDir = fs.mkdtempSync(path.join(run.dataDir, 'bench-client-'));
-  const client = new UpdateManager({ serverUrl: run.url, trustedKeys: [], stateDir });
+  const client = new UpdateManager({ serverUrl: run.url, trustedKeys: [], stateDir, inProcessDeltaMaxBytes: 0 });
   let peakKb = 0;
   const sample = setInterval(() => {
     for (const pid of zstdChildren()) peakKb = Math.max(peakKb, highWaterKb(pid));
@@ -126,11 +130,62 @@ async function measureApplying(run: BenchRun, label: string, source: string, mad
       `delta ${label}: applied by the launcher client in ${seconds.toFixed(1)} s (${mib(done.downloadedBytes)} downloaded, ` +
         `rebuilt by zstd, ${mib(made.target.size)} checked), zstd peak RSS ${mib(peakKb * 1024)}`,
     );
+    fs.rmSync(done.file, { force: true });
+    await measureApplyingInProcess(run, label, source, update, stateDir);
   } finally {
     clearInterval(sample);
     fs.rmSync(stateDir, { recursive: true, force: true });
     fs.rmSync(made.delta, { force: true });
   }
+}
+
+/**
+ * The same with the `node` engine: the built client on Node 24 (npx, from npm's cache or the
+ * registry), rebuilding with its zlib in the launcher's own process. Its peak RSS
+ * (`process.resourceUsage().maxRSS`) is the whole launcher's: the baseline printed beside it is the
+ * same process's just before `downloadUpdate`.
+ */
+async function measureApplyingInProcess(
+  run: BenchRun,
+  label: string,
+  source: string,
+  update: UpdateInfo,
+  stateDir: string,
+): Promise<void> {
+  const script = [
+    "import { UpdateManager } from 'patchwell-client';",
+    'const [options, update, currentFile] = process.argv.slice(-3).map((a) => JSON.parse(a));',
+    'const before = process.resourceUsage().maxRSS;',
+    'const started = performance.now();',
+    'const done = await new UpdateManager(options).downloadUpdate(update, { currentFile });',
+    'const seconds = (performance.now() - started) / 1000;',
+    'console.log(JSON.stringify({ done, seconds, before, peak: process.resourceUsage().maxRSS }));',
+  ].join('\n');
+  const options = { serverUrl: run.url, trustedKeys: [], stateDir };
+  let out;
+  try {
+    out = await promisify(execFile)(
+      'npx',
+      ['-y', '--prefer-offline', 'node@24', '--input-type=module', '-e', script, '--'].concat(
+        [options, update, source].map((a) => JSON.stringify(a)),
+      ),
+      { maxBuffer: 1024 * 1024 },
+    );
+  } catch (err) {
+    console.warn(`delta ${label}: the node engine not measured (Node 24 through npx): ${(err as Error).message}`);
+    return;
+  }
+  const { done, seconds, before, peak } = JSON.parse(out.stdout.trim().split('\n').at(-1) ?? '') as {
+    done: DownloadedUpdate;
+    seconds: number;
+    before: number;
+    peak: number;
+  };
+  if (done.deltaEngine !== 'node') throw new Error(`delta ${label}: zlib did not rebuild it: ${done.deltaFailure}`);
+  console.log(
+    `delta ${label}: applied by the launcher client on Node 24 in ${seconds.toFixed(1)} s, rebuilt by zlib in its ` +
+      `process: peak RSS ${mib(peak * 1024)} (the same process before: ${mib(before * 1024)})`,
+  );
 }
 
 interface Delta {

@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 /**
- * `launcher-client`: the example launcher. `update` runs the specification's flow and downloads what
- * it says; `heartbeat` beats; `device-id` prints the device id. The last line on stdout is JSON; a
+ * `launcher-client`: the example launcher. `update` runs the specification's flow, downloads what
+ * it says and, with `--install`, starts a mandatory update; `pending` and `applied` are the patch's
+ * half of the lifecycle; `heartbeat` beats; `device-id` prints the device id. The last line on stdout is JSON; a
  * failure prints `{error, kind}` on stderr and exits 2 (verification refused) or 1 (anything else).
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { UpdateManager } from './client.js';
+import type { PendingInstall } from './install.js';
 import type { Progress } from './download.js';
 import { LauncherClientError } from './errors.js';
 import type { TrustedKey } from './trust.js';
@@ -14,18 +16,33 @@ import type { TrustedKey } from './trust.js';
 const HELP = `Usage:
   launcher-client update --server URL --trust KEYS.json --state DIR --app APP --version-code N
                          [--patch-version-code M] [--lang zh|en] [--publisher-key PUB ...]
-                         [--current-file PATH]
-      Checks APP-launcher, then APP-launcher-patch (with M, default N), as the specification's
-      client flow says, and downloads the mandatory update or the patch into DIR/downloads.
+                         [--current-file PATH] [--install [-- ARGS...]]
+      A start of the launcher on version N: confirms a pending install of N (pruning DIR/downloads),
+      checks APP-launcher, then APP-launcher-patch (with M, default the patch applied on N, else N),
+      as the specification's client flow says, and downloads the mandatory update or the patch into
+      DIR/downloads; a patch is recorded as pending.
+      A full package with no version (404) is an http error: the server or the app is wrong.
       KEYS.json: an array of {keyId, publicKey} as GET /api/signing-keys lists them.
       PUB (repeatable): a minisign public key file of the publisher; with one, a download is kept
       only when its fileSignature verifies with a pinned key and names this package, versionCode
       and SHA-256.
-      --current-file: the installed APP-launcher file (version N); a mandatory update is then
-      rebuilt from it and the delta the service offers (with the zstd program), falling back to
-      the full download on any failure (the reason goes to stderr as {"warning"}).
+      --current-file: the installed APP-launcher file (version N; default: the one DIR keeps when
+      the library installed N); a mandatory update is then rebuilt from it and the delta the
+      service offers (with the runtime's zlib where it has zstd dictionaries, else the zstd
+      program), falling back to the full download on any failure (the reason goes to stderr as
+      {"warning"}).
+      --install: a mandatory update, verified again, is started detached with ARGS and recorded
+      as the pending install; the launcher then quits.
       Last line on stdout: {"result": "up-to-date"|"mandatory"|"patch", "optional", "version",
-      "versionCode", "file", "sha256", "downgrade", "delta", "downloadedBytes"}.
+      "versionCode", "file", "sha256", "downgrade", "delta", "downloadedBytes"}, with
+      "deltaEngine": "node"|"program" when delta is true, and "install": {"installer", "args"}
+      with --install.
+  launcher-client pending --state DIR
+      Prints {"install": {...}|null, "patch": {"file", "versionCode", "sha256"}|null}: the install
+      started and not yet confirmed, the patch downloaded and not yet applied.
+  launcher-client applied --state DIR --patch-version-code M
+      Marks the pending patch M applied (the next update checks the patch package with M) and
+      prunes DIR/downloads.
   launcher-client heartbeat --server URL --state DIR --version-code N [--app-version V] [--once]
       One heartbeat with --once; without it, beats every 60 s until interrupted.
   launcher-client device-id --state DIR
@@ -49,6 +66,7 @@ const OPTIONS = {
   lang: { type: 'string' },
   'publisher-key': { type: 'string', multiple: true },
   'current-file': { type: 'string' },
+  install: { type: 'boolean' },
   once: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -106,7 +124,7 @@ function progressBar(): ((p: Progress) => void) | undefined {
   };
 }
 
-async function update(values: Values): Promise<unknown> {
+async function update(values: Values, installArgs: readonly string[]): Promise<unknown> {
   const versionCode = integer(required(values, 'version-code'), 'version-code');
   const patchCode = values['patch-version-code'];
   const lang = values.lang;
@@ -125,9 +143,10 @@ async function update(values: Values): Promise<unknown> {
       }
     }),
   });
+  await manager.startup(versionCode);
   const check = await manager.checkForUpdates(
     versionCode,
-    patchCode === undefined ? versionCode : integer(patchCode, 'patch-version-code'),
+    patchCode === undefined ? undefined : integer(patchCode, 'patch-version-code'),
   );
   const optional = check.optional && { version: check.optional.version, versionCode: check.optional.versionCode };
   if (check.update === null) return { result: check.result, optional };
@@ -149,8 +168,34 @@ async function update(values: Values): Promise<unknown> {
     sha256: downloaded.sha256,
     downgrade: check.update.downgrade,
     delta: downloaded.delta,
+    ...(downloaded.deltaEngine === null ? {} : { deltaEngine: downloaded.deltaEngine }),
     downloadedBytes: downloaded.downloadedBytes,
+    ...(values.install && check.update.kind === 'full'
+      ? { install: await installed(manager.installUpdate(downloaded, installArgs)) }
+      : {}),
   };
+}
+
+async function installed(started: Promise<PendingInstall>) {
+  const install = await started;
+  return { installer: install.installer, args: install.args };
+}
+
+/** A manager for the lifecycle commands, which need only the state folder. */
+function stateManager(values: Values): UpdateManager {
+  return new UpdateManager({ serverUrl: 'http://localhost/', trustedKeys: [], stateDir: required(values, 'state') });
+}
+
+async function pending(values: Values): Promise<unknown> {
+  const { install, patch } = await stateManager(values).pending();
+  return { install, patch: patch && { file: patch.file, versionCode: patch.versionCode, sha256: patch.sha256 } };
+}
+
+async function applied(values: Values): Promise<unknown> {
+  const code = values['patch-version-code'];
+  if (code === undefined) throw new UsageError('--patch-version-code is required');
+  const patch = await stateManager(values).markPatchApplied(integer(code, 'patch-version-code'));
+  return { applied: { file: patch.file, versionCode: patch.versionCode, sha256: patch.sha256 } };
 }
 
 async function heartbeat(values: Values): Promise<unknown> {
@@ -177,18 +222,17 @@ async function heartbeat(values: Values): Promise<unknown> {
 }
 
 async function deviceId(values: Values): Promise<unknown> {
-  const manager = new UpdateManager({
-    serverUrl: 'http://localhost/',
-    trustedKeys: [],
-    stateDir: required(values, 'state'),
-  });
-  return { deviceId: await manager.deviceId() };
+  return { deviceId: await stateManager(values).deviceId() };
 }
 
 async function main(argv: string[]): Promise<number> {
+  // What follows `--` is the installer's (`update --install -- ARGS`), not ours.
+  const cut = argv.indexOf('--');
+  const passed = cut < 0 ? [] : argv.slice(cut + 1);
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    const args = cut < 0 ? argv : argv.slice(0, cut);
+    parsed = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
     return fail(new UsageError((err as Error).message));
   }
@@ -198,13 +242,17 @@ async function main(argv: string[]): Promise<number> {
     return command === undefined && !parsed.values.help ? 1 : 0;
   }
   const commands: Record<string, (values: Values) => Promise<unknown>> = {
-    update,
+    update: (values) => update(values, passed),
     heartbeat,
     'device-id': deviceId,
+    pending,
+    applied,
   };
   const run = commands[command];
   if (run === undefined || rest.length > 0)
     return fail(new UsageError(`unknown command ${[command, ...rest].join(' ')}`));
+  if (passed.length > 0 && !(command === 'update' && parsed.values.install))
+    return fail(new UsageError('arguments after -- go to the installer: only with update --install'));
   try {
     process.stdout.write(`${JSON.stringify(await run(parsed.values))}\n`);
     return 0;

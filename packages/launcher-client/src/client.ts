@@ -1,18 +1,30 @@
 /**
  * `UpdateManager`: one object made from the server URL, the pinned keys and a state folder, that runs
  * the specification's client flow (`checkForUpdates`), fetches and verifies what it says
- * (`downloadUpdate`), beats (`startHeartbeat`) and answers addon managers (`checkAddons`,
- * `releaseByHash`). Every answer it uses is verified first (`verify.ts`).
+ * (`downloadUpdate`), installs it (`installUpdate`, `startup`, `markPatchApplied`: `install.ts`),
+ * beats (`startHeartbeat`) and answers addon managers (`checkAddons`, `releaseByHash`). Every answer
+ * it uses is verified first (`verify.ts`), and so is every file before it is kept or started.
  */
+import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
-import { applyDelta, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
+import { applyDelta, type DeltaEngine, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
-import { HttpError, IntegrityError, LauncherClientError, PublisherSignatureError } from './errors.js';
+import { HttpError, IntegrityError, LauncherClientError, PublisherSignatureError, StateError } from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
 import { DEFAULT_RETRY, httpError, readBody, type RetryOptions, send, withRetries } from './http.js';
+import {
+  dispositionFileName,
+  installerExtension,
+  Lifecycle,
+  type LifecycleRecord,
+  type PendingInstall,
+  type PendingPatch,
+  pruneDownloads,
+  startDetached,
+} from './install.js';
 import {
   checkSignature,
   MinisignFormatError,
@@ -67,8 +79,34 @@ export interface UpdateManagerOptions {
    * this update (else `PublisherSignatureError`, the file deleted).
    */
   publisherKeys?: readonly string[];
-  /** The zstd program that rebuilds delta updates (default: `zstd` on the PATH). */
+  /** The zstd program that rebuilds delta updates where the runtime's `zlib` cannot (default: `zstd` on the PATH). */
   zstd?: string;
+  /**
+   * The most memory a delta rebuilt in this process may take, counted as twice the installed file
+   * (the dictionary, held whole, and zstd's copy of it) plus the new file (the decoder's window). A
+   * larger pair is rebuilt by the zstd program; 0 never rebuilds in process. Default 1 GiB.
+   */
+  inProcessDeltaMaxBytes?: number;
+}
+
+/** The events an `UpdateManager` emits beside its promises' results (`manager.on(name, listener)`). */
+export type UpdateManagerEvents = {
+  'checking-for-update': [];
+  /** The flow found a mandatory update or a patch to download (`check.update`). */
+  'update-available': [check: UpdateCheck];
+  /** Nothing to download (`check.optional` may still name an optional update). */
+  'update-not-available': [check: UpdateCheck];
+  'download-progress': [progress: Progress];
+  'update-downloaded': [downloaded: DownloadedUpdate];
+  /** Any failure of the calls above (their promise rejects as well); emitted only when listened to. */
+  error: [error: Error];
+};
+
+/** What `startup` found: the install it confirmed, and what is still pending. */
+export interface StartupResult {
+  /** The pending install of the running version, now confirmed (its downloads pruned), else null. */
+  readonly confirmed: PendingInstall | null;
+  readonly record: LifecycleRecord;
 }
 
 /** A version the flow offers. */
@@ -106,7 +144,8 @@ export interface DownloadOptions {
   /**
    * The installed file of the version the update was checked with. When the service offers a delta
    * from it, the update is rebuilt from this file and the (much smaller) delta; any failure of that
-   * falls back to the full download.
+   * falls back to the full download. Default: the installed package file the state folder keeps
+   * for that version (one the library installed).
    */
   currentFile?: string;
 }
@@ -123,10 +162,17 @@ export interface DownloadedUpdate {
   readonly downloadedBytes: number;
   /** Why an offered delta was not used (then the full file was downloaded), else null. */
   readonly deltaFailure: string | null;
+  /** What rebuilt the file from the delta (`node`: the runtime's zlib; `program`: zstd), null without one. */
+  readonly deltaEngine: DeltaEngine | null;
+  /** The file's name as the service serves it (`Content-Disposition`), when this call downloaded it whole. */
+  readonly servedName: string | null;
 }
 
-export class UpdateManager {
+const DEFAULT_IN_PROCESS_DELTA_MAX_BYTES = 1024 * 1024 * 1024;
+
+export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   readonly state: StateFolder;
+  private readonly lifecycle: Lifecycle;
   private readonly base: URL;
   private readonly keys: KeyRing;
   private readonly policy: AnswerPolicy;
@@ -135,8 +181,10 @@ export class UpdateManager {
   private readonly publisherKeys: readonly MinisignPublicKey[];
 
   constructor(private readonly options: UpdateManagerOptions) {
+    super();
     this.base = new URL(options.serverUrl);
     this.state = new StateFolder(path.resolve(options.stateDir));
+    this.lifecycle = new Lifecycle(this.state);
     this.keys = new KeyRing(options.trustedKeys, this.state);
     const maxAgeSeconds = options.maxAnswerAgeSeconds ?? 3600;
     this.policy = {
@@ -243,17 +291,48 @@ export class UpdateManager {
     };
   }
 
+  /** Runs `work`, emitting `error` (when listened to) for its failure before rethrowing it. */
+  private async reported<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+      throw err;
+    }
+  }
+
   /**
    * The specification's client flow: the full package first; `hasUpdate && forceUpdate` (or
    * `downgrade`) is a mandatory update and the flow stops; `hasUpdate` alone is an optional update
-   * and the flow goes on; then the patch package with `patchVersionCode` (default: `versionCode`),
-   * whose `hasUpdate` means a patch to download. A package with no version counts as no update.
+   * and the flow goes on; then the patch package with `patchVersionCode`, whose `hasUpdate` means a
+   * patch to download. A patch package with no version counts as no patch; a full package with no
+   * version is an `HttpError` 404 (the launcher points at the wrong service or app).
+   *
+   * `versionCode` defaults to the installed full version the state folder keeps; `patchVersionCode`
+   * to the patch applied on that version (`markPatchApplied`), else `versionCode`.
    */
-  async checkForUpdates(versionCode: number, patchVersionCode = versionCode): Promise<UpdateCheck> {
-    if (this.slugs.full === '') throw new TypeError('UpdateManager needs `app` or `fullSlug` to check for updates');
+  checkForUpdates(versionCode?: number, patchVersionCode?: number): Promise<UpdateCheck> {
+    return this.reported(async () => {
+      if (this.slugs.full === '') throw new TypeError('UpdateManager needs `app` or `fullSlug` to check for updates');
+      this.emit('checking-for-update');
+      const { installed } = await this.lifecycle.read();
+      const code = versionCode ?? installed.full?.versionCode;
+      if (code === undefined) throw new TypeError('checkForUpdates needs the versionCode: the state folder has none');
+      const appliedPatch = installed.patch?.fullVersionCode === code ? installed.patch.versionCode : undefined;
+      const check = await this.flow(code, patchVersionCode ?? appliedPatch ?? code);
+      this.emit(check.update === null ? 'update-not-available' : 'update-available', check);
+      return check;
+    });
+  }
+
+  private async flow(versionCode: number, patchVersionCode: number): Promise<UpdateCheck> {
     const full = await this.checkUpdate(this.slugs.full, versionCode);
+    if (full === null) {
+      const url = this.url('/api/software/check-update', { slug: this.slugs.full, versionCode });
+      throw new HttpError(404, url, `no package ${this.slugs.full}: is the server URL or the app wrong?`);
+    }
     let optional: UpdateInfo | null = null;
-    if (full?.hasUpdate) {
+    if (full.hasUpdate) {
       const info = UpdateManager.info('full', this.slugs.full, full);
       if (full.forceUpdate || full.downgrade) return { result: 'mandatory', optional: null, update: info };
       optional = info;
@@ -270,8 +349,42 @@ export class UpdateManager {
    * size, SHA-256 and any `fileChecks`, and moves it to `downloads/<sha256>/<file name>`. A file that
    * fails a check is deleted. With `currentFile` and a delta offered, the delta comes first (`delta.ts`).
    * A file rebuilt from a delta that a process ending midway left behind is deleted first.
+   * A verified patch is recorded as pending (`pending()`), for the launcher to apply at its next start.
    */
-  async downloadUpdate(update: UpdateInfo, options: DownloadOptions = {}): Promise<DownloadedUpdate> {
+  downloadUpdate(update: UpdateInfo, options: DownloadOptions = {}): Promise<DownloadedUpdate> {
+    return this.reported(async () => {
+      const onProgress = (progress: Progress) => {
+        options.onProgress?.(progress);
+        this.emit('download-progress', progress);
+      };
+      const currentFile = options.currentFile ?? (await this.installedFileFor(update));
+      const done = await this.download(update, {
+        ...options,
+        onProgress,
+        ...(currentFile === undefined ? {} : { currentFile }),
+      });
+      if (update.kind === 'patch') {
+        const patch = {
+          version: update.version,
+          versionCode: update.versionCode,
+          file: done.file,
+          sha256: done.sha256,
+        };
+        await this.lifecycle.change((r) => ({ ...r, pending: { ...r.pending, patch } }));
+      }
+      this.emit('update-downloaded', done);
+      return done;
+    });
+  }
+
+  /** The kept package file of the version a delta of `update` starts from, when the state folder has it. */
+  private async installedFileFor(update: UpdateInfo): Promise<string | undefined> {
+    if (update.kind !== 'full' || update.delta === undefined) return undefined;
+    const { full } = (await this.lifecycle.read()).installed;
+    return full?.versionCode === update.delta.fromVersionCode && full.file !== null ? full.file : undefined;
+  }
+
+  private async download(update: UpdateInfo, options: DownloadOptions): Promise<DownloadedUpdate> {
     const sha256 = update.sha256?.toLowerCase() ?? null;
     if (sha256 === null || !/^[0-9a-f]{64}$/.test(sha256)) {
       throw new IntegrityError(`${update.slug} ${update.version} names no SHA-256: it cannot be verified`);
@@ -280,8 +393,17 @@ export class UpdateManager {
     const dir = this.state.downloads;
     const folder = path.join(dir, sha256);
     const final = path.join(folder, UpdateManager.fileName(update));
-    const checks = [...(this.options.fileChecks ?? []), ...this.publisherCheck(update)];
-    const done = { update, file: final, sha256, delta: false, downloadedBytes: 0, deltaFailure: null };
+    const checks = this.checksFor(update);
+    const done: DownloadedUpdate = {
+      update,
+      file: final,
+      sha256,
+      delta: false,
+      downloadedBytes: 0,
+      deltaFailure: null,
+      deltaEngine: null,
+      servedName: null,
+    };
     // A file rebuilt from a delta by a process that died midway (as large as the update it was for).
     await removeAbandonedRebuilds(dir);
     if (await UpdateManager.alreadyThere(final, expected, checks)) return done;
@@ -295,17 +417,24 @@ export class UpdateManager {
         expected,
         destination: final,
         zstd: this.options.zstd ?? 'zstd',
+        inProcessMaxBytes: this.options.inProcessDeltaMaxBytes ?? DEFAULT_IN_PROCESS_DELTA_MAX_BYTES,
         checks,
         download: fetchOptions,
       });
-      if (viaDelta.applied) return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes };
+      if (viaDelta.applied) {
+        return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes, deltaEngine: viaDelta.engine };
+      }
     }
     const part = partFiles(dir, sha256);
     let downloadedBytes = viaDelta?.downloadedBytes ?? 0;
+    let servedName: string | null = null;
     try {
       // The same checks run on this download as on a file rebuilt from a delta (delta.ts) before
       // either is moved into place.
-      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, fetchOptions);
+      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, {
+        ...fetchOptions,
+        onResponse: (headers) => (servedName = dispositionFileName(headers.get('content-disposition'))),
+      });
       await verifyFile(part.part, expected, checks);
       await fs.promises.mkdir(folder, { recursive: true });
       await fs.promises.rename(part.part, final);
@@ -315,7 +444,146 @@ export class UpdateManager {
       throw err;
     }
     await part.remove();
-    return { ...done, downloadedBytes, deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null };
+    return {
+      ...done,
+      downloadedBytes,
+      deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null,
+      servedName,
+    };
+  }
+
+  /** Every check of a downloaded file of `update`: the app's `fileChecks`, then the publisher's signature. */
+  private checksFor(update: UpdateInfo): FileCheck[] {
+    return [...(this.options.fileChecks ?? []), ...this.publisherCheck(update)];
+  }
+
+  /**
+   * Installs a downloaded mandatory update: the file is verified again (size, SHA-256, every check),
+   * given its original extension (the name the service serves it under: `Content-Disposition`,
+   * asked with a HEAD request when the download did not see it), made executable where the platform
+   * needs it, recorded as the pending install, then started detached with `args`. The launcher
+   * quits next; its next start with the new version (`startup`) confirms the install. Nothing
+   * unverified is started: a file that fails a check is deleted and the call throws.
+   */
+  installUpdate(downloaded: DownloadedUpdate, args: readonly string[] = []): Promise<PendingInstall> {
+    return this.reported(async () => {
+      const { update } = downloaded;
+      if (update.kind !== 'full')
+        throw new TypeError('installUpdate starts a full package; a patch is applied by the launcher');
+      const served = downloaded.servedName ?? (await this.servedName(update.downloadUrl));
+      const installer = `${downloaded.file}${installerExtension(served)}`;
+      if (installer !== downloaded.file) {
+        await fs.promises.rm(installer, { force: true });
+        await fs.promises
+          .link(downloaded.file, installer)
+          .catch(() => fs.promises.copyFile(downloaded.file, installer));
+      }
+      const expected = { fileSize: update.fileSize, sha256: downloaded.sha256 };
+      try {
+        await verifyFile(installer, expected, this.checksFor(update));
+      } catch (err) {
+        await fs.promises.rm(installer, { force: true });
+        if (installer !== downloaded.file) await fs.promises.rm(downloaded.file, { force: true });
+        throw err;
+      }
+      const install: PendingInstall = {
+        version: update.version,
+        versionCode: update.versionCode,
+        installer,
+        file: downloaded.file,
+        sha256: downloaded.sha256,
+        args: [...args],
+        startedAt: new Date().toISOString(),
+      };
+      // Recorded before it starts: a kill between the two leaves a pending install the next start sees.
+      const before = await this.lifecycle.read();
+      await this.lifecycle.change((r) => ({ ...r, pending: { ...r.pending, install } }));
+      try {
+        await startDetached(installer, args);
+      } catch (err) {
+        await this.lifecycle.change((r) => ({ ...r, pending: { ...r.pending, install: before.pending.install } }));
+        throw err;
+      }
+      return install;
+    });
+  }
+
+  /** The name `url` is served under (a HEAD request's `Content-Disposition`), or null. */
+  private async servedName(url: string): Promise<string | null> {
+    try {
+      const res = await send(url, { method: 'HEAD', headers: { 'accept-encoding': 'identity' } });
+      return res.ok ? dispositionFileName(res.headers.get('content-disposition')) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Called at every start with the running version: confirms the pending install of that version
+   * (it becomes the installed full version, its package file kept for the next delta, and the
+   * downloads are pruned); a version the state folder does not know becomes the installed one.
+   */
+  startup(versionCode: number): Promise<StartupResult> {
+    return this.reported(async () => {
+      let confirmed: PendingInstall | null = null;
+      const record = await this.lifecycle.change((r) => {
+        const install = r.pending.install;
+        if (install !== null && install.versionCode === versionCode) {
+          confirmed = install;
+          const full = { version: install.version, versionCode, file: install.file, sha256: install.sha256 };
+          return { installed: { ...r.installed, full }, pending: { ...r.pending, install: null } };
+        }
+        if (r.installed.full?.versionCode === versionCode) return r;
+        const full = { version: null, versionCode, file: null, sha256: null };
+        return { ...r, installed: { ...r.installed, full } };
+      });
+      if (confirmed !== null) await this.pruneDownloads();
+      return { confirmed, record };
+    });
+  }
+
+  /** What is pending: an install started and not yet confirmed, a patch downloaded and not yet applied. */
+  async pending(): Promise<LifecycleRecord['pending']> {
+    return (await this.lifecycle.read()).pending;
+  }
+
+  /** The lifecycle record: installed full version and patch, and what is pending. */
+  lifecycleRecord(): Promise<LifecycleRecord> {
+    return this.lifecycle.read();
+  }
+
+  /**
+   * The launcher applied the pending patch `versionCode`: it becomes the installed patch (the next
+   * check uses its code) and the downloads are pruned. A `StateError` when no such patch is pending.
+   */
+  markPatchApplied(versionCode: number): Promise<PendingPatch> {
+    return this.reported(async () => {
+      let applied: PendingPatch | null = null;
+      await this.lifecycle.change((r) => {
+        const patch = r.pending.patch;
+        const fullVersionCode = r.installed.full?.versionCode;
+        if (patch === null || patch.versionCode !== versionCode) return r;
+        if (fullVersionCode === undefined) throw new StateError('no installed full version: call startup first');
+        applied = patch;
+        return {
+          installed: { ...r.installed, patch: { ...patch, fullVersionCode } },
+          pending: { ...r.pending, patch: null },
+        };
+      });
+      if (applied === null) throw new StateError(`no patch ${versionCode} is pending`);
+      await this.pruneDownloads();
+      return applied;
+    });
+  }
+
+  /**
+   * Deletes the downloads no longer needed: every verified file but the installed and pending ones,
+   * and partial downloads untouched for three days. Runs after each confirmed install and applied patch.
+   */
+  async pruneDownloads(): Promise<string[]> {
+    const { installed, pending } = await this.lifecycle.read();
+    const files = [installed.full?.file, installed.patch?.file, pending.install?.file, pending.patch?.file];
+    return pruneDownloads(this.state.downloads, new Set(files.filter((f): f is string => typeof f === 'string')));
   }
 
   /**

@@ -2,9 +2,13 @@
  * Delta updates. check-update's `latest.delta` names a zstd frame compressed with the installed
  * version's file as its prefix (`zstd --patch-from`). Given that file, `applyDelta` downloads the
  * delta (resumable, and verified against the signed answer before anything reads it), rebuilds the
- * new file with the `zstd` program into the state folder's downloads (zstd writes it: the file is
- * never held in memory here), verifies it against `latest` and moves it into place. Any failure is
- * reported, not thrown (the caller then downloads the full file), except a cancellation.
+ * new file into the state folder's downloads, verifies it against `latest` and moves it into place.
+ * Any failure is reported, not thrown (the caller then downloads the full file), except a cancellation.
+ *
+ * Two engines rebuild: `node`, the runtime's own `zlib` where it has zstd with dictionaries (Node 24,
+ * detected by trying it, never by version), streaming the new file to disk with the installed file
+ * as the dictionary; `program`, the `zstd` program (1.4.5 or later), where the runtime has no such
+ * zstd or the pair is larger than the in-process cap. Both check the frame's checksum.
  *
  * The rebuilt file is named after the process writing it (`<sha256>.<pid>.rebuilt`): one left by a
  * process that died mid-apply (killed, crashed, the power cut) is removed by the next download of
@@ -13,6 +17,9 @@
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Transform } from 'node:stream';
+import zlib from 'node:zlib';
 import { fetchFile, type FetchFileOptions, partFiles } from './download.js';
 import { AbortedError } from './errors.js';
 import { type ExpectedFile, type FileCheck, verifyFile } from './verify.js';
@@ -36,13 +43,22 @@ export interface DeltaRequest {
   readonly destination: string;
   /** The zstd program. */
   readonly zstd: string;
+  /**
+   * The most the `node` engine may hold in memory, counted as twice the installed file (the
+   * dictionary: our buffer and zstd's copy of it) plus the new file (the decoder's window is at most
+   * its size), as measured (bench/deltas.ts). A larger pair goes to the program; 0: never in process.
+   */
+  readonly inProcessMaxBytes: number;
   readonly checks: readonly FileCheck[];
   /** Progress, cancellation and retries of the delta's download. */
   readonly download: FetchFileOptions;
 }
 
+/** What rebuilt a delta: the runtime's `zlib` or the `zstd` program. */
+export type DeltaEngine = 'node' | 'program';
+
 export type DeltaOutcome =
-  | { readonly applied: true; readonly downloadedBytes: number }
+  | { readonly applied: true; readonly downloadedBytes: number; readonly engine: DeltaEngine }
   | { readonly applied: false; readonly downloadedBytes: number; readonly reason: string };
 
 /** `<sha256 of the new file>.<pid of the process writing it>.rebuilt` */
@@ -106,6 +122,70 @@ export function zstdUnusable(program: string): Promise<string | null> {
   return check;
 }
 
+/** The part of Node 24's `zlib` the `node` engine uses (absent from the Node 20 types this package builds with). */
+interface ZlibZstd {
+  createZstdDecompress(options: { dictionary: Buffer; params: Record<number, number> }): Transform;
+  zstdCompressSync(data: Buffer, options: { dictionary: Buffer }): Buffer;
+  zstdDecompressSync(data: Buffer, options?: { dictionary: Buffer }): Buffer;
+  constants: { ZSTD_d_windowLogMax: number };
+}
+
+let zlibZstdFound: ZlibZstd | null | undefined;
+
+/**
+ * The runtime's zstd with dictionaries, or null: found by use, not by version (a runtime may have
+ * zstd without the `dictionary` option, which it would then ignore). A frame compressed with a
+ * dictionary must need it to decompress, and decompress to the same bytes with it.
+ */
+export function zlibZstd(): ZlibZstd | null {
+  if (zlibZstdFound !== undefined) return zlibZstdFound;
+  const candidate = zlib as unknown as Partial<ZlibZstd>;
+  zlibZstdFound = null;
+  if (
+    typeof candidate.createZstdDecompress === 'function' &&
+    typeof candidate.zstdCompressSync === 'function' &&
+    typeof candidate.zstdDecompressSync === 'function' &&
+    typeof candidate.constants?.ZSTD_d_windowLogMax === 'number'
+  ) {
+    const found = candidate as ZlibZstd;
+    const probe = Buffer.from('patchwell zstd dictionary probe '.repeat(8));
+    try {
+      const frame = found.zstdCompressSync(probe, { dictionary: probe });
+      const needsIt = (() => {
+        try {
+          return !found.zstdDecompressSync(frame).equals(probe);
+        } catch {
+          return true;
+        }
+      })();
+      if (needsIt && found.zstdDecompressSync(frame, { dictionary: probe }).equals(probe)) zlibZstdFound = found;
+    } catch {
+      // zstd present but without dictionaries
+    }
+  }
+  return zlibZstdFound;
+}
+
+/**
+ * The `node` engine: the delta streamed through the runtime's zstd decoder to `out`, with the
+ * installed file as the dictionary (held in memory: the caller caps its size) and windows up to
+ * 2 GiB admitted (`ZSTD_d_windowLogMax` 31, as `--long=31`).
+ */
+async function rebuildInProcess(
+  zstd: ZlibZstd,
+  source: string,
+  delta: string,
+  out: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  const dictionary = await fs.promises.readFile(source, signal ? { signal } : {});
+  const decoder = zstd.createZstdDecompress({
+    dictionary,
+    params: { [zstd.constants.ZSTD_d_windowLogMax]: 31 },
+  });
+  await pipeline(fs.createReadStream(delta), decoder, fs.createWriteStream(out), signal ? { signal } : {});
+}
+
 /**
  * `zstd -d --long=31 --patch-from=SOURCE -o OUT -- DELTA`, spawned without a shell. `--long=31`
  * admits the 2 GiB windows the service may use; zstd checks the frame's checksum and deletes OUT
@@ -137,18 +217,28 @@ export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
   let downloadedBytes = 0;
   writing.add(rebuilt);
   try {
-    const unusable = await zstdUnusable(request.zstd);
-    if (unusable !== null) return { applied: false, downloadedBytes, reason: unusable };
     const source = path.resolve(request.currentFile);
+    const inProcess = zlibZstd();
+    const fits = async () =>
+      2 * (await fs.promises.stat(source)).size + request.expected.fileSize <= request.inProcessMaxBytes;
+    const engine: DeltaEngine = inProcess !== null && (await fits()) ? 'node' : 'program';
+    if (engine === 'program') {
+      const unusable = await zstdUnusable(request.zstd);
+      if (unusable !== null) return { applied: false, downloadedBytes, reason: unusable };
+    }
     await fs.promises.access(source, fs.constants.R_OK);
     downloadedBytes = await fetchFile(dir, offer.downloadUrl, offer, download);
     await verifyFile(deltaFiles.part, offer);
-    await rebuild(request.zstd, source, deltaFiles.part, rebuilt, download.signal);
+    if (inProcess !== null && engine === 'node') {
+      await rebuildInProcess(inProcess, source, deltaFiles.part, rebuilt, download.signal);
+    } else {
+      await rebuild(request.zstd, source, deltaFiles.part, rebuilt, download.signal);
+    }
     await verifyFile(rebuilt, request.expected, request.checks);
     await fs.promises.mkdir(path.dirname(request.destination), { recursive: true });
     await fs.promises.rename(rebuilt, request.destination);
     await deltaFiles.remove();
-    return { applied: true, downloadedBytes };
+    return { applied: true, downloadedBytes, engine };
   } catch (err) {
     await fs.promises.rm(rebuilt, { force: true });
     if (err instanceof AbortedError) throw err;

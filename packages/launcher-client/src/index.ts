@@ -8,12 +8,14 @@ export {
   type DownloadOptions,
   type InstalledAddon,
   type ReleaseByHashAnswer,
+  type StartupResult,
   type UpdateCheck,
   type UpdateInfo,
   UpdateManager,
+  type UpdateManagerEvents,
   type UpdateManagerOptions,
 } from './client.js';
-export type { DeltaOffer } from './delta.js';
+export type { DeltaEngine, DeltaOffer } from './delta.js';
 export type { Progress } from './download.js';
 export {
   AbortedError,
@@ -30,5 +32,6 @@ export {
 } from './errors.js';
 export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
 export type { RetryOptions } from './http.js';
+export type { LifecycleRecord, PackageFile, PendingInstall, PendingPatch } from './install.js';
 export type { SigningKeyEntry, TrustedKey } from './trust.js';
 export type { CheckedFile, ExpectedFile, FileCheck } from './verify.js';

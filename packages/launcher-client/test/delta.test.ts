@@ -2,11 +2,13 @@ import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createVersion, upload } from '../../../test/helpers/app.js';
-import { AbortedError, type DeltaOffer, type UpdateInfo, UpdateManager } from '../src/index.js';
-import { downloadsOf, launcherPackage, type Service, startService } from './helpers.js';
+import { zlibZstd } from '../src/delta.js';
+import { AbortedError, type DeltaOffer, type DownloadedUpdate, type UpdateInfo, UpdateManager } from '../src/index.js';
+import { downloadsOf, launcherPackage, NODE_24, type Service, startService } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
@@ -70,15 +72,49 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => s.close());
 
+/** Options of the managers under test: the zstd program rebuilds (on any runtime), unless `extra` says otherwise. */
+const managerOptions = (stateDir: string, extra: { zstd?: string; inProcessDeltaMaxBytes?: number } = {}) => ({
+  serverUrl: s.proxy.url,
+  trustedKeys: [],
+  stateDir,
+  app: 'delta',
+  retry: { baseDelayMs: 10, retries: 2 },
+  inProcessDeltaMaxBytes: 0,
+  ...extra,
+});
+
 function manager(stateDir: string, extra: { zstd?: string } = {}) {
-  return new UpdateManager({
-    serverUrl: s.proxy.url,
-    trustedKeys: [],
-    stateDir,
-    app: 'delta',
-    retry: { baseDelayMs: 10, retries: 2 },
-    ...extra,
-  });
+  return new UpdateManager(managerOptions(stateDir, extra));
+}
+
+const DIST = pathToFileURL(path.resolve(import.meta.dirname, '../dist/index.js')).href;
+
+/**
+ * `downloadUpdate` run by the built package on Node 24 (as a launcher on it would), against the
+ * service of this process: its `DownloadedUpdate`.
+ */
+async function onNode24(
+  stateDir: string,
+  update: UpdateInfo,
+  currentFile: string,
+  extra: { zstd?: string; inProcessDeltaMaxBytes?: number },
+): Promise<DownloadedUpdate> {
+  const script = [
+    `import { UpdateManager } from ${JSON.stringify(DIST)};`,
+    'const [options, update, currentFile] = process.argv.slice(-3).map((a) => JSON.parse(a));',
+    'const done = await new UpdateManager(options).downloadUpdate(update, { currentFile });',
+    'console.log(JSON.stringify(done));',
+  ].join('\n');
+  const options = { inProcessDeltaMaxBytes: 1024 * MB, ...extra };
+  const [npx, args] = NODE_24;
+  const { stdout } = await promisify(execFile)(
+    npx,
+    [...args, '--input-type=module', '-e', script, '--'].concat(
+      [managerOptions(stateDir, options), update, currentFile].map((a) => JSON.stringify(a)),
+    ),
+    { cwd: ROOT, timeout: 120_000 },
+  );
+  return JSON.parse(stdout) as DownloadedUpdate;
 }
 
 /** The mandatory update to 2.0 the flow finds for a launcher on 1.0 (answers verified with the service's keys). */
@@ -119,7 +155,12 @@ describe('delta updates in the client', () => {
     const stateDir = s.stateDir();
     const from = s.proxy.seen.length;
     const done = await manager(stateDir).downloadUpdate(update, { currentFile });
-    expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize, deltaFailure: null });
+    expect(done).toMatchObject({
+      delta: true,
+      deltaEngine: 'program',
+      downloadedBytes: offer.fileSize,
+      deltaFailure: null,
+    });
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
     expect(done.file).toBe(path.join(stateDir, 'downloads', target.sha256, 'delta-launcher-2.0'));
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
@@ -323,17 +364,105 @@ describe('delta updates in the client', () => {
       versionCode: 2,
       sha256: target.sha256,
       delta: true,
+      deltaEngine: zlibZstd() === null ? 'program' : 'node',
       downloadedBytes: offer.fileSize,
     });
     const full = await run(s.stateDir(), []);
     expect(lastLine(full.stdout)).toMatchObject({ sha256: target.sha256, delta: false, downloadedBytes: target.size });
+    expect(lastLine(full.stdout)).not.toHaveProperty('deltaEngine');
     // A delta that fails says why on stderr, and the line still ends with the verified file.
     const wrong = path.join(s.stateDir(), 'wrong.exe');
     fs.writeFileSync(wrong, randomBytes(1000));
     const fellBack = await run(s.stateDir(), ['--current-file', wrong]);
     expect(lastLine(fellBack.stdout)).toMatchObject({ sha256: target.sha256, delta: false });
     expect(JSON.parse(fellBack.stderr.trim().split('\n').at(-1) ?? '')).toMatchObject({
-      warning: expect.stringMatching(/^delta not used: zstd exited/),
+      warning: expect.stringMatching(zlibZstd() === null ? /^delta not used: zstd exited/ : /^delta not used: /),
     });
   });
+
+  it('the installed package file the state folder keeps is the default current file', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    // As `startup` leaves it after the library installed 1.0 (its verified file kept in downloads).
+    const kept = path.join(stateDir, 'downloads', sha256(builds.before), 'delta-launcher-1.0');
+    fs.mkdirSync(path.dirname(kept), { recursive: true });
+    fs.copyFileSync(currentFile, kept);
+    const full = { version: '1.0', versionCode: 1, file: kept, sha256: sha256(builds.before) };
+    const record = { installed: { full, patch: null }, pending: { install: null, patch: null } };
+    fs.writeFileSync(path.join(stateDir, 'lifecycle.json'), JSON.stringify(record));
+    const done = await manager(stateDir).downloadUpdate(update);
+    expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize });
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+  });
+});
+
+describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on this Node)", () => {
+  it('rebuilds with zlib, no zstd program needed: the target exactly, only the delta downloaded', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const from = s.proxy.seen.length;
+    const done = await onNode24(stateDir, update, currentFile, { zstd: '/nonexistent/zstd' });
+    expect(done).toMatchObject({
+      delta: true,
+      deltaEngine: 'node',
+      downloadedBytes: offer.fileSize,
+      deltaFailure: null,
+    });
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  }, 120_000);
+
+  it('a wrong current file fails in zlib (the frame checksum or the dictionary): the full download, nothing left', async () => {
+    const update = await mandatoryUpdate();
+    const stateDir = s.stateDir();
+    const wrong = path.join(s.stateDir(), 'not-the-installed-file.exe');
+    fs.writeFileSync(wrong, randomBytes(builds.before.length));
+    const done = await onNode24(stateDir, update, wrong, { zstd: '/nonexistent/zstd' });
+    expect(done).toMatchObject({ delta: false, deltaEngine: null, downloadedBytes: offer.fileSize + target.size });
+    expect(done.deltaFailure).toMatch(/\S/);
+    expect(done.deltaFailure).not.toMatch(/zstd exited|cannot run/);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+  }, 120_000);
+
+  it('a pair above the in-process cap goes to the zstd program; with no program either, the full download', async () => {
+    const update = await mandatoryUpdate();
+    const cap = 2 * builds.before.length + target.size - 1;
+    const byProgram = await onNode24(s.stateDir(), update, currentFile, { inProcessDeltaMaxBytes: cap });
+    expect(byProgram).toMatchObject({ delta: true, deltaEngine: 'program', downloadedBytes: offer.fileSize });
+    expect(sha256(fs.readFileSync(byProgram.file))).toBe(target.sha256);
+    const neither = await onNode24(s.stateDir(), update, currentFile, {
+      inProcessDeltaMaxBytes: cap,
+      zstd: '/nonexistent/zstd',
+    });
+    expect(neither).toMatchObject({ delta: false, downloadedBytes: target.size });
+    expect(neither.deltaFailure).toMatch(/cannot run/);
+    // At the cap exactly, zlib rebuilds it.
+    const atCap = await onNode24(s.stateDir(), update, currentFile, { inProcessDeltaMaxBytes: cap + 1 });
+    expect(atCap).toMatchObject({ delta: true, deltaEngine: 'node' });
+  }, 180_000);
+
+  it('the command on Node 24 says deltaEngine node', async () => {
+    const [npx, args] = NODE_24;
+    const cliDist = path.resolve(import.meta.dirname, '../dist/cli.js');
+    const { stdout } = await promisify(execFile)(
+      npx,
+      [...args, cliDist, 'update', '--server', s.proxy.url, '--trust', keysFile, '--state', s.stateDir()].concat([
+        '--app',
+        'delta',
+        '--version-code',
+        '1',
+        '--current-file',
+        currentFile,
+      ]),
+      { cwd: ROOT, timeout: 120_000 },
+    );
+    expect(JSON.parse(stdout.trim().split('\n').at(-1) ?? '')).toMatchObject({
+      result: 'mandatory',
+      delta: true,
+      deltaEngine: 'node',
+      downloadedBytes: offer.fileSize,
+    });
+  }, 120_000);
 });

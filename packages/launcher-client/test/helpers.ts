@@ -163,6 +163,13 @@ export async function publishVersion(
 
 export { admin };
 
+/**
+ * Node 24 (with zstd dictionaries in `zlib`, as the launcher's runtime may have) through npx, from
+ * npm's cache or the registry: `[command, leading arguments]`. The service stays on the Node running
+ * the tests (its native modules are built for it); Node 24 runs the client against it.
+ */
+export const NODE_24 = ['npx', ['-y', '--prefer-offline', 'node@24']] as const;
+
 /** Signs `body` as the service does, with `key` (an attacker's, in tests of refusal). */
 export function signLikeTheService(
   body: Buffer,

@@ -3,16 +3,46 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NODE_24 } from './helpers.js';
 
 const run = promisify(execFile);
 const PACKAGE = path.resolve(import.meta.dirname, '..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-pack-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
+/** A project made by `npm init -y` (CommonJS) or an ES module one, with only the packed tarball installed. */
+async function project(name: string, type: 'commonjs' | 'module', tarball: string): Promise<string> {
+  const app = path.join(dir, name);
+  fs.mkdirSync(app);
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name, private: true, type }));
+  await run('npm', ['install', '--no-audit', '--no-fund', '--offline', tarball], { cwd: app });
+  return app;
+}
+
+const USE = [
+  "const m = new UpdateManager({ serverUrl: 'http://127.0.0.1:1', trustedKeys: [], stateDir: process.argv.at(-1) });",
+  'm.deviceId().then((id) => console.log(JSON.stringify({ id, kind: new SignatureError("x").kind, pub: typeof parsePublicKeys })));',
+].join('\n');
+const REQUIRE = [
+  "const { UpdateManager, SignatureError } = require('patchwell-client');",
+  "const { parsePublicKeys } = require('patchwell-client/minisign');",
+  USE,
+].join('\n');
+const IMPORT = [
+  "import { UpdateManager, SignatureError } from 'patchwell-client';",
+  "import { parsePublicKeys } from 'patchwell-client/minisign';",
+  USE,
+].join('\n');
+const WORKS = { id: expect.stringMatching(/^[0-9a-f-]{36}$/), kind: 'signature', pub: 'function' };
+
 // The package is the same on both engines: packed and installed once, in the SQLite project.
 describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
-  it('gives a package that installs and works on its own: its bin answers --help, its module imports', async () => {
+  let tarball: string;
+  let commonjs: string;
+  let esm: string;
+
+  beforeAll(async () => {
     const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PACKAGE });
     const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
     const files = info.files.map((f) => f.path);
@@ -20,28 +50,40 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
       expect.arrayContaining(['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/cli.js']),
     );
     expect(files.filter((f) => f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
+    tarball = path.join(dir, info.filename);
+    commonjs = await project('cjs-app', 'commonjs', tarball);
+    esm = await project('esm-app', 'module', tarball);
+  }, 120_000);
 
-    const app = path.join(dir, 'app');
-    fs.mkdirSync(app);
-    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
-    await run('npm', ['install', '--no-audit', '--no-fund', '--offline', path.join(dir, info.filename)], { cwd: app });
-    const installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/patchwell-client/package.json'), 'utf8'));
+  it('installs alone, with no runtime dependency; its bin answers --help', async () => {
+    const installed = JSON.parse(fs.readFileSync(path.join(esm, 'node_modules/patchwell-client/package.json'), 'utf8'));
     expect(installed.dependencies ?? {}).toEqual({});
-
-    const help = await run(path.join(app, 'node_modules/.bin/launcher-client'), ['--help'], { cwd: app });
+    const help = await run(path.join(esm, 'node_modules/.bin/launcher-client'), ['--help'], { cwd: esm });
     expect(help.stdout).toContain('launcher-client update --server URL');
-
-    const script = [
-      "import { UpdateManager, SignatureError } from 'patchwell-client';",
-      "const m = new UpdateManager({ serverUrl: 'http://127.0.0.1:1', trustedKeys: [], stateDir: process.argv[1] });",
-      'console.log(JSON.stringify({ id: await m.deviceId(), kind: new SignatureError("x").kind }));',
-    ].join('\n');
-    const imported = await run(process.execPath, ['--input-type=module', '-e', script, path.join(dir, 'state')], {
-      cwd: app,
-    });
-    expect(JSON.parse(imported.stdout)).toMatchObject({
-      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
-      kind: 'signature',
-    });
   });
+
+  it.each([
+    ['require', 'commonjs'],
+    ['import', 'module'],
+  ] as const)('%s works from a %s project on this Node, with no warning', async (how, type) => {
+    const cwd = how === 'require' ? commonjs : esm;
+    const script = how === 'require' ? REQUIRE : IMPORT;
+    const out = await run(process.execPath, [`--input-type=${type}`, '-e', script, path.join(dir, `state-${how}`)], {
+      cwd,
+    });
+    expect(JSON.parse(out.stdout)).toMatchObject(WORKS);
+    expect(out.stderr).toBe('');
+  });
+
+  it('on Node 24: require, import and the bin', async () => {
+    const [npx, args] = NODE_24;
+    const node24 = (cwd: string, more: string[]) => run(npx, [...args, ...more], { cwd, timeout: 120_000 });
+    expect((await node24(esm, ['--version'])).stdout).toMatch(/^v24\./);
+    const required = await node24(commonjs, ['--input-type=commonjs', '-e', REQUIRE, path.join(dir, 'state-24')]);
+    expect(JSON.parse(required.stdout)).toMatchObject(WORKS);
+    const imported = await node24(esm, ['--input-type=module', '-e', IMPORT, path.join(dir, 'state-24')]);
+    expect(JSON.parse(imported.stdout)).toMatchObject(WORKS);
+    const help = await node24(esm, [path.join(esm, 'node_modules/patchwell-client/dist/cli.js'), '--help']);
+    expect(help.stdout).toContain('launcher-client update --server URL');
+  }, 180_000);
 });

@@ -1,0 +1,43 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const PACKAGE = path.resolve(import.meta.dirname, '..');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lp-pack-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// The package is the same on both engines: packed and installed once, in the SQLite project.
+describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
+  it('gives a tarball that installs alone into an empty folder (patchwell-client bundled in) and runs', async () => {
+    const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PACKAGE });
+    const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
+    expect(info.files.map((f) => f.path).sort()).toEqual(['README.md', 'dist/cli.js', 'package.json']);
+    const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE, 'package.json'), 'utf8'));
+    // Only what the registry has: the client is in dist/cli.js, not a dependency to fetch.
+    expect(Object.keys(manifest.dependencies)).not.toContain('patchwell-client');
+
+    const app = path.join(dir, 'app');
+    fs.mkdirSync(app);
+    await run('npm', ['init', '-y'], { cwd: app });
+    // Its dependencies come from npm's cache, or the registry when the cache lacks them.
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', path.join(dir, info.filename)], {
+      cwd: app,
+      timeout: 120_000,
+    });
+    expect(fs.existsSync(path.join(app, 'node_modules/patchwell-client'))).toBe(false);
+    const help = await run(path.join(app, 'node_modules/.bin/launcher-publish'), ['--help'], { cwd: app });
+    expect(help.stdout).toContain('Usage: launcher-publish');
+    // keygen runs the bundled client's minisign code: the public key it writes reads back as one.
+    const keys = path.join(app, 'keys');
+    await run(path.join(app, 'node_modules/.bin/launcher-publish'), ['keygen', '--out', keys], {
+      cwd: app,
+      env: { ...process.env, LAUNCHER_SIGN_PASSWORD: '' },
+    });
+    const { parsePublicKey } = await import('patchwell-client/minisign');
+    expect(parsePublicKey(fs.readFileSync(path.join(keys, 'publisher.pub'), 'utf8')).keyId).toMatch(/^[0-9A-F]{1,16}$/);
+  }, 180_000);
+});
