@@ -15,7 +15,18 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
   it('gives a tarball that installs alone into an empty folder (patchwell-client bundled in) and runs', async () => {
     const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PACKAGE });
     const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
-    expect(info.files.map((f) => f.path).sort()).toEqual(['README.md', 'dist/cli.js', 'package.json']);
+    const files = info.files.map((f) => f.path);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'README.md',
+        'package.json',
+        'dist/cli.js',
+        'dist/tus.js',
+        'dist/tus.d.ts',
+        'dist/minisign.js',
+      ]),
+    );
+    expect(files.filter((f) => f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
     const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE, 'package.json'), 'utf8'));
     // Only what the registry has: the client is in dist/cli.js, not a dependency to fetch.
     expect(Object.keys(manifest.dependencies)).not.toContain('patchwell-client');
@@ -37,6 +48,14 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
       cwd: app,
       env: { ...process.env, LAUNCHER_SIGN_PASSWORD: '' },
     });
+    // Its exports load in the installed folder too (the console imports ./tus, tests sign with ./minisign).
+    const script = [
+      "import { CHUNK_BYTES } from 'patchwell-publish/tus';",
+      "import { generateKeyPair } from 'patchwell-publish/minisign';",
+      'console.log(JSON.stringify({ chunk: CHUNK_BYTES, key: typeof generateKeyPair }));',
+    ].join('\n');
+    const imported = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: app });
+    expect(JSON.parse(imported.stdout)).toEqual({ chunk: expect.any(Number), key: 'function' });
     const { parsePublicKey } = await import('patchwell-client/minisign');
     expect(parsePublicKey(fs.readFileSync(path.join(keys, 'publisher.pub'), 'utf8')).keyId).toMatch(/^[0-9A-F]{1,16}$/);
   }, 180_000);
