@@ -380,7 +380,6 @@ export class AddonManager {
     const work = path.join(this.workRoot, randomUUID());
     await this.writeRecord({ slug, work, phase: 'staging', moveAside: [], moveIn: [], before, after: null });
     await fs.promises.mkdir(path.join(work, 'old'), { recursive: true });
-    await fs.promises.mkdir(this.addonsDir, { recursive: true });
     return work;
   }
 
@@ -388,14 +387,15 @@ export class AddonManager {
   private async swap(record: SwapRecord, options: AddonOperationOptions): Promise<void> {
     await this.writeRecord(record);
     try {
+      if (record.moveIn.length > 0) await fs.promises.mkdir(this.addonsDir, { recursive: true });
       for (const folder of record.moveAside) {
-        AddonManager.checkAborted(options.signal);
         options.onProgress?.({ phase: 'swap', slug: record.slug, folder });
+        AddonManager.checkAborted(options.signal);
         await fs.promises.rename(path.join(this.addonsDir, folder), path.join(record.work, 'old', folder));
       }
       for (const folder of record.moveIn) {
-        AddonManager.checkAborted(options.signal);
         options.onProgress?.({ phase: 'swap', slug: record.slug, folder });
+        AddonManager.checkAborted(options.signal);
         await fs.promises.rename(path.join(record.work, 'new', folder), path.join(this.addonsDir, folder));
       }
       if (record.after !== null) await this.writeManifest(record.after);
@@ -432,6 +432,12 @@ export class AddonManager {
   private async finish(record: SwapRecord): Promise<void> {
     await fs.promises.rm(record.work, { recursive: true, force: true });
     await fs.promises.rm(this.recordFile, { force: true });
+    try {
+      await fs.promises.rmdir(this.workRoot);
+    } catch (err) {
+      // Another work folder is there (not ours to delete), or none is left at all.
+      if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+    }
   }
 
   /** Finishes (once swapped) or rolls back the swap a killed process left recorded. */
