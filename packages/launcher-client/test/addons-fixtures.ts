@@ -92,6 +92,7 @@ export async function publishAddon(
   version: string,
   archive: Buffer,
   dependencies: readonly Dependency[] = [],
+  extra: Record<string, unknown> = {},
 ): Promise<string> {
   let addon = await admin(t, 'GET', `/api/admin/addons/${slug}`);
   if (addon.statusCode === 404) addon = await admin(t, 'POST', '/api/addons', { slug, name: slug, summary: slug });
@@ -103,6 +104,7 @@ export async function publishAddon(
     downloadType: 'local',
     filePath: file.filePath,
     dependencies,
+    ...extra,
   });
   if (res.statusCode !== 201) throw new Error(`release failed ${res.statusCode}: ${res.body}`);
   return res.json<{ id: string }>().id;
@@ -110,7 +112,9 @@ export async function publishAddon(
 
 /** The release's download count as the service reads it. */
 export async function downloadCount(t: TestApp, slug: string, releaseId: string): Promise<number> {
-  const addon = (await t.inject(`/api/addons/${slug}`)).json<{ releases: { id: string; downloadCount: number }[] }>();
+  const addon = (await admin(t, 'GET', `/api/admin/addons/${slug}`)).json<{
+    releases: { id: string; downloadCount: number }[];
+  }>();
   return addon.releases.find((r) => r.id === releaseId)?.downloadCount ?? -1;
 }
 

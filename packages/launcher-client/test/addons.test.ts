@@ -1,7 +1,10 @@
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
+import { prehash, releaseTrustedComment } from '../src/minisign.js';
 import {
   AbortedError,
   AddonManager,
@@ -9,6 +12,7 @@ import {
   ConflictError,
   IntegrityError,
   NotFoundError,
+  PublisherSignatureError,
   type ArchiveLimits,
   UpdateManager,
 } from '../src/index.js';
@@ -37,7 +41,7 @@ interface Setup {
   manager: AddonManager;
 }
 
-async function setup(limits: Partial<ArchiveLimits> = {}): Promise<Setup> {
+async function setup(limits: Partial<ArchiveLimits> = {}, publisherKeys: string[] = []): Promise<Setup> {
   const state = s.stateDir();
   const game = gameFolder(s.stateDir());
   const updates = new UpdateManager({
@@ -45,6 +49,7 @@ async function setup(limits: Partial<ArchiveLimits> = {}): Promise<Setup> {
     trustedKeys: await s.keys(),
     stateDir: state,
     retry: { baseDelayMs: 10, retries: 1 },
+    publisherKeys,
   });
   return {
     state,
@@ -92,7 +97,7 @@ describe('install, list, remove', () => {
     expect(fs.readdirSync(x.addons).sort()).toEqual(['Basic', 'Basic_Options', 'MyOwnAddon']);
     expect(tree(path.join(x.game, 'WTF'))).toEqual(wtf);
     expect(leftovers(x)).toEqual([]);
-    expect(await downloadCount(s.t, 'basic', id)).toBe(1);
+    await expect.poll(() => downloadCount(s.t, 'basic', id)).toBe(1);
 
     const listed = await cli(['list', ...offline(x)]);
     expect(listed.code).toBe(0);
@@ -107,8 +112,9 @@ describe('install, list, remove', () => {
       ],
     });
     // Installing again: already there, nothing downloaded.
+    const from = s.proxy.seen.length;
     expect((await cli(['install', 'basic', ...online(x)])).code).toBe(0);
-    expect(await downloadCount(s.t, 'basic', id)).toBe(1);
+    expect(s.proxy.seen.slice(from).filter((r) => r.url.startsWith('/api/download/'))).toEqual([]);
 
     const removed = await cli(['remove', 'basic', ...offline(x)]);
     expect(removed.code, removed.stderr).toBe(0);
@@ -173,7 +179,7 @@ describe('install, list, remove', () => {
       if (!seen.url.startsWith('/api/download/')) return undefined;
       const answer = await upstream();
       const body = Buffer.from(answer.body);
-      body[body.length - 30] ^= 1;
+      body.writeUInt8(body.readUInt8(body.length - 30) ^ 1, body.length - 30);
       return { ...answer, body };
     };
     await expect(x.manager.install(['tampered'])).rejects.toBeInstanceOf(IntegrityError);
@@ -192,6 +198,44 @@ describe('install, list, remove', () => {
     const unknown = await cli(['install', 'no-such-addon', ...online(x)]);
     expect(unknown.code).toBe(1);
     expect(JSON.parse(unknown.stderr.trim())).toMatchObject({ kind: 'not-found' });
+  });
+});
+
+describe('publisher keys pinned', () => {
+  it('installs only releases the publisher signed for exactly this addon, version and file', async () => {
+    const pair = await generateKeyPair('');
+    const publisher = await parseSecretKey(pair.secretKeyFile, '');
+    const pubFile = path.join(s.stateDir(), 'publisher.pub');
+    fs.writeFileSync(pubFile, pair.publicKeyFile);
+    const signed = async (slug: string, version: string, archive: Buffer, signedAs = { slug, version }) => {
+      const sha256 = createHash('sha256').update(archive).digest('hex');
+      const fileSignature = await signPrehash(
+        publisher,
+        await prehash([archive]),
+        releaseTrustedComment({ ...signedAs, sha256 }),
+      );
+      return publishAddon(s.t, slug, version, archive, [], { fileSignature });
+    };
+    await signed('pub-good', '1.0', addonZip(['PubGood'], '1.0'));
+    // Signed by the publisher, but for another addon: a catalogue that swaps files is caught.
+    await signed('pub-swapped', '1.0', addonZip(['PubSwapped'], '1.0'), { slug: 'pub-good', version: '1.0' });
+    await publishAddon(s.t, 'pub-unsigned', '1.0', addonZip(['PubUnsigned'], '1.0'));
+    const x = await setup();
+    const args = [...online(x), '--publisher-key', pubFile];
+    const good = await cli(['install', 'pub-good', ...args]);
+    expect(good.code, good.stderr).toBe(0);
+    for (const slug of ['pub-swapped', 'pub-unsigned']) {
+      const refused = await cli(['install', slug, ...args]);
+      expect(refused.code).toBe(2);
+      expect(JSON.parse(refused.stderr.trim())).toMatchObject({ kind: 'publisher-signature' });
+    }
+    expect(fs.readdirSync(x.addons).sort()).toEqual(['MyOwnAddon', 'PubGood']);
+    const pinned = await setup({}, [pair.publicKeyFile]);
+    await expect(pinned.manager.install(['pub-swapped'])).rejects.toBeInstanceOf(PublisherSignatureError);
+    // Without the key pinned, the signature is not asked for.
+    expect(await x.manager.install(['pub-unsigned'])).toEqual([
+      { slug: 'pub-unsigned', version: '1.0', folders: ['PubUnsigned'] },
+    ]);
   });
 });
 
@@ -414,7 +458,8 @@ describe('atomic changes', () => {
     const rerun = await cli(['install', 'big-addon', ...online(x)]);
     expect(rerun.code, rerun.stderr).toBe(0);
     expect(fs.readdirSync(path.join(x.addons, 'Big'))).toHaveLength(48);
-    expect(await downloadCount(s.t, 'big-addon', id)).toBe(1);
+    await expect.poll(() => downloadCount(s.t, 'big-addon', id)).toBe(1);
+    expect(s.proxy.requests(`/api/download/${id}`)).toHaveLength(1);
   }, 60_000);
 });
 
