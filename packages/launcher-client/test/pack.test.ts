@@ -26,7 +26,8 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
     fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
     await run('npm', ['install', '--no-audit', '--no-fund', '--offline', path.join(dir, info.filename)], { cwd: app });
     const installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/patchwell-client/package.json'), 'utf8'));
-    expect(installed.dependencies ?? {}).toEqual({});
+    // The one runtime dependency: the addon archive reader.
+    expect(Object.keys(installed.dependencies ?? {})).toEqual(['yauzl']);
 
     const help = await run(path.join(app, 'node_modules/.bin/launcher-client'), ['--help'], { cwd: app });
     expect(help.stdout).toContain('launcher-client update --server URL');
