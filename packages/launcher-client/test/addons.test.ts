@@ -426,6 +426,41 @@ describe('atomic changes', () => {
     expect(fs.readdirSync(x.addons).sort()).toEqual(['MyOwnAddon', 'SwapA', 'SwapB', 'SwapC']);
   });
 
+  it('a process killed in the middle of a swap: the next run puts the previous version back', async () => {
+    await publishAddon(s.t, 'swap-kill', '1.0', addonZip(['KillA', 'KillB'], '1.0'));
+    const x = await setup();
+    await x.manager.install(['swap-kill']);
+    const before = tree(x.game);
+    await publishAddon(s.t, 'swap-kill', '2.0', addonZip(['KillA', 'KillB'], '2.0'));
+    // The library in a process of its own that kills itself as it is about to move the second new folder in.
+    const script = [
+      'import fs from "node:fs";',
+      `import { AddonManager, UpdateManager } from ${JSON.stringify(path.resolve(import.meta.dirname, '../src/index.ts'))};`,
+      'const [serverUrl, keys, stateDir, gameDir] = process.argv.slice(1);',
+      'const trustedKeys = JSON.parse(fs.readFileSync(keys, "utf8"));',
+      'const addons = new AddonManager({ updates: new UpdateManager({ serverUrl, trustedKeys, stateDir }), gameDir });',
+      'let swaps = 0;',
+      'await addons.update(undefined, { onProgress: (p) => { if (p.phase === "swap" && ++swaps === 4) process.kill(process.pid, "SIGKILL"); } });',
+    ].join('\n');
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script, s.proxy.url, keysFile, x.state, x.game],
+      { cwd: ROOT },
+    );
+    const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_, sig) => resolve(sig)));
+    expect(signal).toBe('SIGKILL');
+    // Killed halfway: the new KillA is in, the old KillB is aside.
+    expect(fs.readFileSync(path.join(x.addons, 'KillA', 'core.lua'), 'utf8')).toBe('-- KillA 2.0\n');
+    expect(fs.existsSync(path.join(x.addons, 'KillB'))).toBe(false);
+
+    const listed = await cli(['list', ...offline(x)]);
+    expect(listed.last).toMatchObject({ addons: [{ slug: 'swap-kill', version: '1.0', folders: ['KillA', 'KillB'] }] });
+    expect(tree(x.game)).toEqual(before);
+    expect(fs.existsSync(path.join(x.state, 'addons-operation.json'))).toBe(false);
+    const again = await cli(['update', 'swap-kill', ...online(x)]);
+    expect(again.last).toEqual({ updated: [{ slug: 'swap-kill', from: '1.0', to: '2.0' }], upToDate: [], failed: [] });
+  }, 60_000);
+
   it('a process killed while extracting: the next run rolls back, a rerun installs, one download counted', async () => {
     const big = Array.from({ length: 48 }, (_, i) => ({
       name: `Big/part${i}.bin`,
