@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { type ArchiveLimits, DEFAULT_ARCHIVE_LIMITS, extractArchive } from './archive.js';
+import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive } from './archive.js';
 import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from './client.js';
 import type { Progress } from './download.js';
 import {
@@ -447,8 +447,16 @@ export class AddonManager {
     if (typeof record.work !== 'string' || path.dirname(record.work) !== this.workRoot) {
       throw new StateError(`${this.recordFile} names a swap of another game folder (${String(record.work)})`);
     }
+    AddonManager.checkFolders(this.recordFile, [...record.moveAside, ...record.moveIn]);
     if (record.phase === 'done') await this.finish(record);
     else await this.rollback(record);
+  }
+
+  /** Folder names from the state folder are used only when they name a folder of Interface/AddOns. */
+  private static checkFolders(file: string, folders: unknown): void {
+    if (!Array.isArray(folders) || folders.some((f) => typeof f !== 'string' || badSegment(f) !== null)) {
+      throw new StateError(`${file} names a folder outside Interface/AddOns`);
+    }
   }
 
   private get recordFile(): string {
@@ -480,7 +488,9 @@ export class AddonManager {
     const found = new Map<string, AddonManifest>();
     for (const slug of slugs.filter((s) => SLUG.test(s)).sort()) {
       const manifest = await this.updates.state.readJson<AddonManifest | null>(`${MANIFESTS}/${slug}.json`, null);
-      if (manifest !== null) found.set(slug, manifest);
+      if (manifest === null) continue;
+      AddonManager.checkFolders(`${MANIFESTS}/${slug}.json`, manifest.folders);
+      found.set(slug, manifest);
     }
     return found;
   }

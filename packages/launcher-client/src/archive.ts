@@ -38,14 +38,14 @@ const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
 const S_IFDIR = 0o040000;
 const UNIX = 3;
-/** Characters Windows refuses in a name (and `:` that would name an alternate data stream). */
-const WINDOWS_FORBIDDEN = /[<>:"|?*]/;
+/** Separators, and characters Windows refuses in a name (`:` would name an alternate data stream). */
+const WINDOWS_FORBIDDEN = /[/\\<>:"|?*]/;
 const WINDOWS_DEVICES = /^(con|prn|aux|nul|com\d|lpt\d)(\..*)?$/i;
 const STORED = 0;
 const DEFLATED = 8;
 
-/** Why `name` cannot be a path segment on every system, or null. */
-function badSegment(segment: string): string | null {
+/** Why `segment` cannot be a path segment on every system, or null. */
+export function badSegment(segment: string): string | null {
   if (segment === '' || segment === '.' || segment === '..') return `an empty, "." or ".." segment`;
   if (WINDOWS_FORBIDDEN.test(segment) || [...segment].some((c) => c.charCodeAt(0) < 0x20))
     return 'a character Windows refuses';

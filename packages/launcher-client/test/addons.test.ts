@@ -146,6 +146,20 @@ describe('install, list, remove', () => {
     expect(JSON.parse(cliConflict.stderr.trim())).toMatchObject({ kind: 'conflict' });
   });
 
+  it('a manifest naming a folder outside Interface/AddOns is refused, nothing deleted', async () => {
+    await publishAddon(s.t, 'edited', '1.0', addonZip(['Edited'], '1.0'));
+    const x = await setup();
+    await x.manager.install(['edited']);
+    const file = path.join(x.state, 'addons', 'edited.json');
+    const manifest = JSON.parse(fs.readFileSync(file, 'utf8')) as { folders: string[] };
+    fs.writeFileSync(file, JSON.stringify({ ...manifest, folders: ['Edited', '../../WTF'] }));
+    const before = tree(x.game);
+    const result = await cli(['remove', 'edited', ...offline(x)]);
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stderr.trim())).toMatchObject({ kind: 'state' });
+    expect(tree(x.game)).toEqual(before);
+  });
+
   it('a release without a SHA-256 is refused: exit 2, kind integrity', async () => {
     const created = await s.t.inject({
       method: 'POST',
