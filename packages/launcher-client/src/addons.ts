@@ -192,9 +192,11 @@ export class AddonManager {
       const batch = targets.slice(at, at + UPDATES_PER_REQUEST);
       const query: InstalledAddon[] = batch.map((m) => ({ slug: m.slug, version: m.version }));
       const { results } = await this.updates.checkAddons(query);
-      for (const [i, manifest] of batch.entries()) {
-        const latest = results[i]?.latest ?? null;
-        if (results[i]?.updateAvailable !== true || latest === null || latest.id === manifest.releaseId) {
+      for (const manifest of batch) {
+        // Matched by its query, not by position.
+        const result = results.find((r) => 'slug' in r.query && r.query.slug === manifest.slug);
+        const latest = result?.latest ?? null;
+        if (result?.updateAvailable !== true || latest === null || latest.id === manifest.releaseId) {
           report.upToDate.push(manifest.slug);
           continue;
         }
