@@ -16,6 +16,7 @@ const CLIENT_PATHS = [
   '/api/signing-keys',
   '/api/addons/updates',
   '/api/releases/by-hash/{sha256}',
+  '/api/addons/{idOrSlug}',
 ];
 
 /** The text `packages/launcher-client/src/api.ts` must have for the service as it is now. */

@@ -7,6 +7,7 @@
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+import { addonsCommand } from './cli-addons.js';
 import { UpdateManager } from './client.js';
 import type { PendingInstall } from './install.js';
 import type { Progress } from './download.js';
@@ -47,6 +48,8 @@ const HELP = `Usage:
       One heartbeat with --once; without it, beats every 60 s until interrupted.
   launcher-client device-id --state DIR
       Prints the device id kept in DIR (made if there is none).
+  launcher-client addons list|install|update|remove ...
+      Installs, updates and removes addons in GAME/Interface/AddOns: launcher-client addons --help.
 
 Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale,
 integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
@@ -103,6 +106,16 @@ function readKeys(file: string): TrustedKey[] {
   return keys.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey }));
 }
 
+function readPublisherKeys(files: readonly string[] = []): string[] {
+  return files.map((file) => {
+    try {
+      return fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new UsageError(`--publisher-key ${file}: ${(err as Error).message}`);
+    }
+  });
+}
+
 /** A one-line bar on stderr, redrawn in place (only when stderr is a terminal). */
 function progressBar(): ((p: Progress) => void) | undefined {
   if (!process.stderr.isTTY) return undefined;
@@ -135,13 +148,7 @@ async function update(values: Values, installArgs: readonly string[]): Promise<u
     stateDir: required(values, 'state'),
     app: required(values, 'app'),
     ...(lang === undefined ? {} : { lang }),
-    publisherKeys: (values['publisher-key'] ?? []).map((file) => {
-      try {
-        return fs.readFileSync(file, 'utf8');
-      } catch (err) {
-        throw new UsageError(`--publisher-key ${file}: ${(err as Error).message}`);
-      }
-    }),
+    publisherKeys: readPublisherKeys(values['publisher-key']),
   });
   await manager.startup(versionCode);
   const check = await manager.checkForUpdates(
@@ -226,6 +233,7 @@ async function deviceId(values: Values): Promise<unknown> {
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'addons') return addonsCommand(argv.slice(1), { readKeys, readPublisherKeys, progressBar, fail });
   // What follows `--` is the installer's (`update --install -- ARGS`), not ours.
   const cut = argv.indexOf('--');
   const passed = cut < 0 ? [] : argv.slice(cut + 1);

@@ -32,6 +32,7 @@ import {
   parsePublicKeys,
   parseSignature,
   prehashFile,
+  releaseTrustedComment,
   versionTrustedComment,
 } from './minisign.js';
 import { StateFolder } from './state.js';
@@ -53,6 +54,12 @@ export type InstalledAddon =
   paths['/api/addons/updates']['post']['requestBody']['content']['application/json']['installed'][number];
 /** `GET /api/releases/by-hash/{sha256}`'s answer. */
 export type ReleaseByHashAnswer = Json<'/api/releases/by-hash/{sha256}', 'get'>;
+/** `GET /api/addons/{idOrSlug}`'s answer: the addon with its releases, newest first. */
+export type AddonAnswer = Json<'/api/addons/{idOrSlug}', 'get'>;
+/** What downloading an addon's release needs of it (every answer naming a release carries these). */
+export type AddonReleaseFile = Pick<AddonAnswer['releases'][number], 'id' | 'version' | 'fileSize' | 'sha256'> & {
+  readonly fileSignature?: string;
+};
 
 export interface UpdateManagerOptions {
   /** The service's base URL, e.g. `https://updates.example.com`. */
@@ -591,26 +598,31 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
    * them, naming this package, versionCode and SHA-256.
    */
   private publisherCheck(update: UpdateInfo): FileCheck[] {
+    return this.minisignCheck(`${update.slug} ${update.version}`, update.fileSignature, (sha256) =>
+      versionTrustedComment({ slug: update.slug, versionCode: update.versionCode, sha256 }),
+    );
+  }
+
+  /** The publisher check of one file: `signature` by a pinned key, with the trusted comment `comment(sha256)`. */
+  private minisignCheck(label: string, fileSignature: string | null, comment: (sha256: string) => string): FileCheck[] {
     if (this.publisherKeys.length === 0) return [];
     return [
       async (file) => {
-        if (update.fileSignature === null) {
-          throw new PublisherSignatureError(`${update.slug} ${update.version} carries no publisher signature`);
-        }
+        if (fileSignature === null) throw new PublisherSignatureError(`${label} carries no publisher signature`);
         let signature;
         try {
-          signature = parseSignature(update.fileSignature);
+          signature = parseSignature(fileSignature);
         } catch (err) {
           if (err instanceof MinisignFormatError)
             throw new PublisherSignatureError(`publisher signature: ${err.message}`, { cause: err });
           throw err;
         }
-        const expected = versionTrustedComment({
-          slug: update.slug,
-          versionCode: update.versionCode,
-          sha256: file.sha256,
-        });
-        const verdict = checkSignature(signature, this.publisherKeys, await prehashFile(file.path), expected);
+        const verdict = checkSignature(
+          signature,
+          this.publisherKeys,
+          await prehashFile(file.path),
+          comment(file.sha256),
+        );
         if (!verdict.ok) throw new PublisherSignatureError(`publisher signature: ${verdict.reason}`);
       },
     ];
@@ -670,5 +682,51 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       lang: this.options.lang,
     });
     return this.answerOrNull<ReleaseByHashAnswer>(url);
+  }
+
+  /** `GET /api/addons/{slug}`, verified; `null` when the catalogue has no such published addon. */
+  async addon(slug: string): Promise<AddonAnswer | null> {
+    const url = this.url(`/api/addons/${encodeURIComponent(slug)}`, { lang: this.options.lang });
+    return this.answerOrNull<AddonAnswer>(url);
+  }
+
+  /**
+   * Downloads an addon's release (from `GET /api/download/{id}`, resuming an earlier attempt) into
+   * `downloads/<sha256>/`, verified as `downloadUpdate` verifies: size, SHA-256, `fileChecks`, and
+   * with publisher keys pinned its minisign signature naming `addon=<slug> version=<v> sha256=<hex>`.
+   * A release without a SHA-256 is refused (`IntegrityError`). Answers the file's path.
+   */
+  async downloadRelease(
+    slug: string,
+    release: AddonReleaseFile,
+    options: Pick<DownloadOptions, 'onProgress' | 'signal'> = {},
+  ): Promise<string> {
+    const sha256 = release.sha256?.toLowerCase() ?? null;
+    if (sha256 === null || !/^[0-9a-f]{64}$/.test(sha256)) {
+      throw new IntegrityError(`${slug} ${release.version} names no SHA-256: it cannot be verified`);
+    }
+    const expected = { fileSize: release.fileSize, sha256 };
+    const dir = this.state.downloads;
+    const final = path.join(dir, sha256, `${slug}.zip`);
+    const checks = [
+      ...(this.options.fileChecks ?? []),
+      ...this.minisignCheck(`${slug} ${release.version}`, release.fileSignature ?? null, (hash) =>
+        releaseTrustedComment({ slug, version: release.version, sha256: hash }),
+      ),
+    ];
+    if (await UpdateManager.alreadyThere(final, expected, checks)) return final;
+    const part = partFiles(dir, sha256);
+    const url = this.url(`/api/download/${encodeURIComponent(release.id)}`);
+    try {
+      await fetchFile(dir, url, expected, { ...options, retry: this.retry });
+      await verifyFile(part.part, expected, checks);
+      await fs.promises.mkdir(path.dirname(final), { recursive: true });
+      await fs.promises.rename(part.part, final);
+    } catch (err) {
+      if (err instanceof LauncherClientError && err.verification) await part.remove();
+      throw err;
+    }
+    await part.remove();
+    return final;
   }
 }

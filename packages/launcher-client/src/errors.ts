@@ -1,7 +1,7 @@
 /**
  * Every failure the library reports is one of these, with a `kind` a program can switch on (the CLI
  * prints it). Verification failures (`signature`, `digest`, `stale`, `integrity`,
- * `publisher-signature`) mean the answer or file was refused and nothing from it was used or kept.
+ * `publisher-signature`, `archive`) mean the answer or file was refused and nothing from it was used or kept.
  */
 export type ErrorKind =
   | 'signature'
@@ -13,14 +13,22 @@ export type ErrorKind =
   | 'network'
   | 'aborted'
   | 'state'
-  | 'usage';
+  | 'usage'
+  | 'archive'
+  | 'conflict'
+  | 'not-found';
 
 export abstract class LauncherClientError extends Error {
   abstract readonly kind: ErrorKind;
   /** True for a refused answer or file (a possible attack), false for an ordinary failure. */
   get verification(): boolean {
-    return VERIFICATION_KINDS.has(this.kind);
+    return isVerificationKind(this.kind);
   }
+}
+
+/** Whether failures of `kind` are refusals by verification (a possible attack). */
+export function isVerificationKind(kind: string): boolean {
+  return VERIFICATION_KINDS.has(kind as ErrorKind);
 }
 
 const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
@@ -29,6 +37,7 @@ const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
   'stale',
   'integrity',
   'publisher-signature',
+  'archive',
 ]);
 
 /** A `LauncherClientError` class of one `name` and `kind`. */
@@ -85,3 +94,15 @@ export class AbortedError extends failure('AbortedError', 'aborted') {}
 
 /** The state folder could not be read or written, or holds something unreadable. */
 export class StateError extends failure('StateError', 'state') {}
+
+/** An addon archive was refused (a path out of its folder, a link, a zip bomb, …); nothing was changed. */
+export class ArchiveError extends failure('ArchiveError', 'archive') {}
+
+/** Two addons claim one folder, a dependency cycle, or a removal another installed addon needs. */
+export class ConflictError extends failure('ConflictError', 'conflict') {}
+
+/** The catalogue has no such addon (or no release of it), or the addon is not installed. */
+export class NotFoundError extends failure('NotFoundError', 'not-found') {}
+
+/** The caller asked for something that cannot be done as asked (a malformed option, …). */
+export class UsageError extends failure('UsageError', 'usage') {}

@@ -2,6 +2,21 @@
  * launcher-client: the launcher's half of the distribution service. Start with `UpdateManager`.
  */
 export {
+  type AddonDependency,
+  AddonManager,
+  type AddonManagerOptions,
+  type AddonManifest,
+  type AddonOperationOptions,
+  type AddonProgress,
+  type AddonRelease,
+  compareVersions,
+  type InstalledSummary,
+  type UpdateReport,
+} from './addons.js';
+export { type ArchiveLimits, DEFAULT_ARCHIVE_LIMITS, type ExtractedArchive, extractArchive } from './archive.js';
+export {
+  type AddonAnswer,
+  type AddonReleaseFile,
   type AddonUpdatesAnswer,
   type CheckUpdateAnswer,
   type DownloadedUpdate,
@@ -19,16 +34,20 @@ export type { DeltaEngine, DeltaOffer } from './delta.js';
 export type { Progress } from './download.js';
 export {
   AbortedError,
+  ArchiveError,
+  ConflictError,
   DigestError,
   type ErrorKind,
   HttpError,
   IntegrityError,
   LauncherClientError,
   NetworkError,
+  NotFoundError,
   PublisherSignatureError,
   SignatureError,
   StaleAnswerError,
   StateError,
+  UsageError,
 } from './errors.js';
 export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
 export type { RetryOptions } from './http.js';

@@ -1,0 +1,134 @@
+/**
+ * `launcher-client addons list|install|update|remove`: the `AddonManager` as a command. The last line
+ * on stdout is JSON; a failure prints `{error, kind}` on stderr and exits 2 (verification or an
+ * archive refused) or 1. An `update` where some addons failed still prints its JSON, with `failed`.
+ */
+import { parseArgs } from 'node:util';
+import { AddonManager, type AddonProgress } from './addons.js';
+import { UpdateManager } from './client.js';
+import type { Progress } from './download.js';
+import { isVerificationKind, UsageError } from './errors.js';
+import type { TrustedKey } from './trust.js';
+
+/** What `cli.ts` lends this command, so that both read keys and draw bars alike. */
+export interface CliTools {
+  readKeys(file: string): TrustedKey[];
+  readPublisherKeys(files: readonly string[] | undefined): string[];
+  progressBar(): ((p: Progress) => void) | undefined;
+  fail(err: unknown): number;
+}
+
+const HELP = `Usage:
+  launcher-client addons list    --state DIR --game-dir GAME
+  launcher-client addons install SLUG... --server URL --trust KEYS.json --state DIR --game-dir GAME
+                                 [--publisher-key PUB ...] [--lang zh|en]
+  launcher-client addons update  [SLUG...] (the same options; every installed addon when none is named)
+  launcher-client addons remove  SLUG... --state DIR --game-dir GAME [--force]
+      Addons live in GAME/Interface/AddOns; DIR keeps a manifest per installed addon. install takes
+      each addon's latest release and its required dependencies first; update asks the catalogue
+      once and replaces each addon with a newer release; remove deletes exactly the folders the
+      addon's manifest lists (refused when another installed addon needs it, unless --force).
+      Every file is verified (size, SHA-256, and with --publisher-key the publisher's signature) and
+      every archive checked before anything is swapped in; a change is all or nothing.
+      Last line on stdout: list {"addons": [{slug, version, folders, sha256}]}; install
+      {"installed": [{slug, version, folders}]}; update {"updated": [{slug, from, to}],
+      "upToDate": [slug], "failed": [{slug, kind, error}]}; remove {"removed": [slug]}.
+
+Exit status: 0 success; 2 an answer, file or archive was refused (kind signature, digest, stale,
+integrity, publisher-signature, archive); 1 any other failure (kind http, network, usage, not-found,
+conflict, ...). An update with failures exits 2 if any was refused by verification, else 1.
+`;
+
+const OPTIONS = {
+  server: { type: 'string' },
+  trust: { type: 'string' },
+  state: { type: 'string' },
+  'game-dir': { type: 'string' },
+  'publisher-key': { type: 'string', multiple: true },
+  lang: { type: 'string' },
+  force: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function required(values: Values, name: 'server' | 'trust' | 'state' | 'game-dir'): string {
+  const value = values[name];
+  if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+/** The manager of `values`; `offline` for the commands that need no catalogue (list, remove). */
+function addonManager(values: Values, tools: CliTools, offline: boolean): AddonManager {
+  const lang = values.lang;
+  if (lang !== undefined && lang !== 'zh' && lang !== 'en') throw new UsageError('--lang must be zh or en');
+  const updates = new UpdateManager({
+    serverUrl: offline ? 'http://localhost/' : required(values, 'server'),
+    trustedKeys: offline ? [] : tools.readKeys(required(values, 'trust')),
+    stateDir: required(values, 'state'),
+    ...(lang === undefined ? {} : { lang }),
+    publisherKeys: tools.readPublisherKeys(values['publisher-key']),
+  });
+  return new AddonManager({ updates, gameDir: required(values, 'game-dir') });
+}
+
+/** One bar per addon download, on a terminal only. */
+function progress(tools: CliTools): ((p: AddonProgress) => void) | undefined {
+  if (tools.progressBar() === undefined) return undefined;
+  const bars = new Map<string, (p: Progress) => void>();
+  return (p) => {
+    if (p.phase !== 'download') return;
+    let bar = bars.get(p.slug);
+    if (bar === undefined) {
+      process.stderr.write(`${p.slug}\n`);
+      bar = tools.progressBar()!;
+      bars.set(p.slug, bar);
+    }
+    bar(p);
+  };
+}
+
+export async function addonsCommand(argv: string[], tools: CliTools): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    return tools.fail(new UsageError((err as Error).message));
+  }
+  const [command, ...slugs] = parsed.positionals;
+  const { values } = parsed;
+  if (values.help || command === undefined) {
+    process.stdout.write(HELP);
+    return values.help ? 0 : 1;
+  }
+  try {
+    const onProgress = progress(tools);
+    const options = onProgress === undefined ? {} : { onProgress };
+    let answer: unknown;
+    let code = 0;
+    if (command === 'list') {
+      if (slugs.length > 0) throw new UsageError('addons list takes no slug');
+      const addons = await addonManager(values, tools, true).list();
+      answer = {
+        addons: addons.map((a) => ({ slug: a.slug, version: a.version, folders: a.folders, sha256: a.sha256 })),
+      };
+    } else if (command === 'install') {
+      if (slugs.length === 0) throw new UsageError('addons install needs at least one slug');
+      answer = { installed: await addonManager(values, tools, false).install(slugs, options) };
+    } else if (command === 'update') {
+      const report = await addonManager(values, tools, false).update(slugs.length > 0 ? slugs : undefined, options);
+      answer = report;
+      if (report.failed.length > 0) code = report.failed.some((f) => isVerificationKind(f.kind)) ? 2 : 1;
+    } else if (command === 'remove') {
+      if (slugs.length === 0) throw new UsageError('addons remove needs at least one slug');
+      const removed = await addonManager(values, tools, true).remove(slugs, { force: values.force === true });
+      answer = { removed };
+    } else {
+      throw new UsageError(`unknown command addons ${command}`);
+    }
+    process.stdout.write(`${JSON.stringify(answer)}\n`);
+    return code;
+  } catch (err) {
+    return tools.fail(err);
+  }
+}
