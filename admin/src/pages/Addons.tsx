@@ -24,22 +24,14 @@ import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { type Answer, api, data, type Paths, type RequestBody } from '../api/client';
+import { BuildForm, buildBody, type BuildFields, buildFields, emptyBuild } from '../components/BuildForm';
 import { ConfirmButton } from '../components/Confirm';
-import {
-  emptySource,
-  FileSource,
-  type FileSourceValue,
-  sourceBody,
-  sourceReady,
-  storedSource,
-} from '../components/FileSource';
 import { MarkdownEditor, MarkdownPreview } from '../components/Markdown';
-import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
+import { ScheduledBadge } from '../components/Schedule';
 import { FileSignatureBadge, formatBytes, ImageField, Sha256, UploadButton } from '../components/Upload';
-import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
 import { useLink, useRouter } from '../router';
-import { changedFields, useWrite } from '../write';
+import { useWrite } from '../write';
 
 type Addon = Answer<'/api/addons', 'get'>[number];
 type AddonWrite = RequestBody<'/api/addons/{id}', 'put'>;
@@ -257,46 +249,21 @@ type Release =
 
 type Dependency = Release['dependencies'][number];
 
-interface ReleaseFormValue {
-  version: string;
+interface ReleaseFormValue extends BuildFields {
   gameVersion: string;
-  changelogZh: string;
-  changelogEn: string;
-  source: FileSourceValue;
-  publishAt: string | null;
   dependencies: Dependency[];
 }
 
-const emptyRelease: ReleaseFormValue = {
-  version: '',
-  gameVersion: '1.18',
-  changelogZh: '',
-  changelogEn: '',
-  source: emptySource,
-  publishAt: null,
-  dependencies: [],
-};
+const emptyRelease: ReleaseFormValue = { ...emptyBuild, gameVersion: '1.18', dependencies: [] };
 
 function releaseForm(r: Release): ReleaseFormValue {
-  return {
-    version: r.version,
-    gameVersion: r.gameVersion,
-    changelogZh: r.changelogZh,
-    changelogEn: r.changelogEn,
-    source: storedSource(r),
-    publishAt: r.publishAt,
-    dependencies: r.dependencies,
-  };
+  return { ...buildFields(r), gameVersion: r.gameVersion, dependencies: r.dependencies };
 }
 
 function releaseBody(v: ReleaseFormValue) {
   return {
-    version: v.version,
+    ...buildBody(v),
     gameVersion: v.gameVersion,
-    changelogZh: v.changelogZh,
-    changelogEn: v.changelogEn,
-    ...sourceBody(v.source),
-    publishAt: v.publishAt,
     dependencies: v.dependencies
       .filter((d) => d.slug.trim() !== '')
       .map((d) => ({ slug: d.slug.trim(), minVersion: d.minVersion?.trim() || null, optional: d.optional })),
@@ -395,72 +362,28 @@ function DependencyList({ dependencies }: { dependencies: Dependency[] }) {
 /** Publishes a new release, or (`editing`) corrects any field of one: only the changed fields are sent, so its downloads stay. */
 function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: Release; onDone: () => void }) {
   const { t } = useI18n();
-  const initial = editing === undefined ? emptyRelease : releaseForm(editing);
-  const [value, setValue] = useState(initial);
-  const set = <K extends keyof ReleaseFormValue>(key: K, next: ReleaseFormValue[K]) =>
-    setValue({ ...value, [key]: next });
-  const save = useWrite({
-    mutationFn: async () =>
-      editing === undefined
-        ? data(await api.POST('/api/releases', { body: { addonId, ...releaseBody(value) } }))
-        : data(
-            await api.PUT('/api/releases/{id}', {
-              params: { path: { id: editing.id } },
-              body: changedFields(releaseBody(initial), releaseBody(value)),
-            }),
-          ),
-    invalidate: KEY,
-    success: editing === undefined ? 'created' : 'saved',
-    onDone,
-  });
   return (
-    <form
-      onSubmit={(e) => {
-        e.preventDefault();
-        if (!sourceReady(value.source)) return notifyError(new Error(t('fileRequired')), t);
-        save.mutate();
-      }}
-    >
-      <Stack>
-        <Group grow>
-          <TextInput
-            label={t('version')}
-            value={value.version}
-            onChange={(e) => set('version', e.currentTarget.value)}
-            required
-            data-testid="rel-version"
-          />
-          <TextInput
-            label={t('gameVersion')}
-            value={value.gameVersion}
-            onChange={(e) => set('gameVersion', e.currentTarget.value)}
-            data-testid="rel-game-version"
-          />
-        </Group>
-        <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
-        <Textarea
-          label={t('changelogZh')}
-          value={value.changelogZh}
-          onChange={(e) => set('changelogZh', e.currentTarget.value)}
-          autosize
-          minRows={3}
-          data-testid="rel-changelog-zh"
+    <BuildForm
+      initial={editing === undefined ? emptyRelease : releaseForm(editing)}
+      editing={editing}
+      body={releaseBody}
+      create={async (body) => data(await api.POST('/api/releases', { body: { addonId, ...body } }))}
+      update={async (id, body) => data(await api.PUT('/api/releases/{id}', { params: { path: { id } }, body }))}
+      invalidate={KEY}
+      onDone={onDone}
+      testId="rel"
+      beside={(value, set) => (
+        <TextInput
+          label={t('gameVersion')}
+          value={value.gameVersion}
+          onChange={(e) => set('gameVersion', e.currentTarget.value)}
+          data-testid="rel-game-version"
         />
-        <Textarea
-          label={t('changelogEn')}
-          value={value.changelogEn}
-          onChange={(e) => set('changelogEn', e.currentTarget.value)}
-          autosize
-          minRows={3}
-          data-testid="rel-changelog-en"
-        />
-        <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
+      )}
+      afterSchedule={(value, set) => (
         <DependenciesInput value={value.dependencies} onChange={(dependencies) => set('dependencies', dependencies)} />
-        <Button type="submit" loading={save.isPending} data-testid="rel-submit">
-          {editing === undefined ? t('create') : t('save')}
-        </Button>
-      </Stack>
-    </form>
+      )}
+    />
   );
 }
 

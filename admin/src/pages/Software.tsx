@@ -17,20 +17,12 @@ import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, data, type Paths } from '../api/client';
+import { BuildForm, buildBody, type BuildFields, buildFields, emptyBuild } from '../components/BuildForm';
 import { ConfirmButton } from '../components/Confirm';
-import {
-  emptySource,
-  FileSource,
-  type FileSourceValue,
-  sourceBody,
-  sourceReady,
-  storedSource,
-} from '../components/FileSource';
-import { PublishAtInput, ScheduledBadge } from '../components/Schedule';
+import { ScheduledBadge } from '../components/Schedule';
 import { FileSignatureBadge, formatBytes, Sha256 } from '../components/Upload';
-import { notifyError } from '../errors';
 import { useI18n } from '../i18n';
-import { changedFields, useWrite } from '../write';
+import { useWrite } from '../write';
 import { RolloutBadge, RolloutPanel } from './Rollout';
 
 const KEY = ['software'] as const;
@@ -82,125 +74,62 @@ function PackageForm({
 export type Version =
   Paths['/api/admin/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
 
-interface VersionFormValue {
-  version: string;
+interface VersionFormValue extends BuildFields {
   versionCode: number | string;
-  changelogZh: string;
-  changelogEn: string;
   forceUpdate: boolean;
   minVersion: string;
-  source: FileSourceValue;
-  publishAt: string | null;
 }
 
-const emptyVersion: VersionFormValue = {
-  version: '',
-  versionCode: '',
-  changelogZh: '',
-  changelogEn: '',
-  forceUpdate: false,
-  minVersion: '',
-  source: emptySource,
-  publishAt: null,
-};
+const emptyVersion: VersionFormValue = { ...emptyBuild, versionCode: '', forceUpdate: false, minVersion: '' };
 
 function versionForm(v: Version): VersionFormValue {
-  return {
-    version: v.version,
-    versionCode: v.versionCode,
-    changelogZh: v.changelogZh,
-    changelogEn: v.changelogEn,
-    forceUpdate: v.forceUpdate,
-    minVersion: v.minVersion ?? '',
-    source: storedSource(v),
-    publishAt: v.publishAt,
-  };
+  return { ...buildFields(v), versionCode: v.versionCode, forceUpdate: v.forceUpdate, minVersion: v.minVersion ?? '' };
 }
 
 function versionBody(v: VersionFormValue) {
   return {
-    version: v.version,
+    ...buildBody(v),
     versionCode: Number(v.versionCode),
-    changelogZh: v.changelogZh,
-    changelogEn: v.changelogEn,
     forceUpdate: v.forceUpdate,
     minVersion: v.minVersion.trim() === '' ? null : v.minVersion.trim(),
-    ...sourceBody(v.source),
-    publishAt: v.publishAt,
   };
 }
 
 /** Publishes a new version, or (`editing`) corrects any field of one: only the changed fields are sent, so its counters stay. */
 function VersionForm({ packageId, editing, onDone }: { packageId: string; editing?: Version; onDone: () => void }) {
   const { t } = useI18n();
-  const initial = editing === undefined ? emptyVersion : versionForm(editing);
-  const [value, setValue] = useState(initial);
-  const set = <K extends keyof VersionFormValue>(key: K, next: VersionFormValue[K]) =>
-    setValue({ ...value, [key]: next });
-  const save = useWrite({
-    mutationFn: async () =>
-      editing === undefined
-        ? data(
-            await api.POST('/api/software/{id}/versions', {
-              params: { path: { id: packageId } },
-              body: versionBody(value),
-            }),
-          )
-        : data(
-            await api.PUT('/api/software/versions/{versionId}', {
-              params: { path: { versionId: editing.id } },
-              body: changedFields(versionBody(initial), versionBody(value)),
-            }),
-          ),
-    invalidate: KEY,
-    success: editing === undefined ? 'created' : 'saved',
-    onDone,
-  });
   return (
-    <form
-      onSubmit={(e) => {
-        e.preventDefault();
-        if (!sourceReady(value.source)) return notifyError(new Error(t('fileRequired')), t);
-        save.mutate();
-      }}
-    >
-      <Stack>
-        <Group grow>
-          <TextInput
-            label={t('version')}
-            value={value.version}
-            onChange={(e) => set('version', e.currentTarget.value)}
-            required
-            placeholder="1.2.0"
-            data-testid="ver-version"
-          />
-          <NumberInput
-            label={t('versionCode')}
-            value={value.versionCode}
-            onChange={(c) => set('versionCode', c)}
-            required
-            min={0}
-            allowDecimal={false}
-            data-testid="ver-code"
-          />
-        </Group>
-        <FileSource value={value.source} onChange={(source) => set('source', source)} current={editing} />
-        <Textarea
-          label={t('changelogZh')}
-          value={value.changelogZh}
-          onChange={(e) => set('changelogZh', e.currentTarget.value)}
-          autosize
-          minRows={3}
-          data-testid="ver-changelog-zh"
+    <BuildForm
+      initial={editing === undefined ? emptyVersion : versionForm(editing)}
+      editing={editing}
+      body={versionBody}
+      create={async (body) =>
+        data(await api.POST('/api/software/{id}/versions', { params: { path: { id: packageId } }, body }))
+      }
+      update={async (id, body) =>
+        data(
+          await api.PUT('/api/software/versions/{versionId}', {
+            params: { path: { versionId: id } },
+            body,
+          }),
+        )
+      }
+      invalidate={KEY}
+      onDone={onDone}
+      testId="ver"
+      versionPlaceholder="1.2.0"
+      beside={(value, set) => (
+        <NumberInput
+          label={t('versionCode')}
+          value={value.versionCode}
+          onChange={(c) => set('versionCode', c)}
+          required
+          min={0}
+          allowDecimal={false}
+          data-testid="ver-code"
         />
-        <Textarea
-          label={t('changelogEn')}
-          value={value.changelogEn}
-          onChange={(e) => set('changelogEn', e.currentTarget.value)}
-          autosize
-          minRows={3}
-          data-testid="ver-changelog-en"
-        />
+      )}
+      beforeSchedule={(value, set) => (
         <Group grow>
           <TextInput
             label={t('minVersion')}
@@ -216,12 +145,8 @@ function VersionForm({ packageId, editing, onDone }: { packageId: string; editin
             data-testid="ver-force"
           />
         </Group>
-        <PublishAtInput value={value.publishAt} onChange={(publishAt) => set('publishAt', publishAt)} />
-        <Button type="submit" loading={save.isPending} data-testid="ver-submit">
-          {editing === undefined ? t('create') : t('save')}
-        </Button>
-      </Stack>
-    </form>
+      )}
+    />
   );
 }
 
