@@ -7,6 +7,10 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
+# A compiler for better-sqlite3: npm builds it from its sources at install (its binding.gyp).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json tsconfig.json ./
 # The workspaces (packages/*): the service imports launcher-client's minisign verification.
 COPY packages ./packages
