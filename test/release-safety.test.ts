@@ -320,7 +320,7 @@ describe('signed answers', () => {
 
   /** The `created` of each member of an answer's Signature-Input, by label. */
   const createdOf = (res: Answer) =>
-    [...String(res.headers['signature-input']).matchAll(/(sig\d+)=\("content-digest"\);created=(\d+);/g)].map((m) => [
+    [...String(res.headers['signature-input']).matchAll(/(sig\d+)=\([^)]*\);created=(\d+);/g)].map((m) => [
       m[1],
       Number(m[2]),
     ]);
@@ -332,9 +332,15 @@ describe('signed answers', () => {
       const res = await t.inject(path);
       expect(res.statusCode, path).toBe(200);
       expect(res.headers['content-digest'], path).toBe(digestHeaderOf(res.rawPayload));
-      expect(res.headers['signature-input'], path).toMatch(
-        new RegExp(`^sig1=\\("content-digest"\\);created=\\d+;keyid="${keyId}";alg="ed25519"$`),
-      );
+      const covered = path.startsWith('/api/software/check-update?')
+        ? '"@path";req "@query-param";name="slug";req "@query-param";name="versionCode";req'
+        : '"@path";req "@query";req';
+      const input = String(res.headers['signature-input']);
+      expect(input, path).toMatch(/^sig1=\([^)]*\);created=\d+;expires=\d+;keyid="[0-9a-f]{16}";alg="ed25519"$/);
+      expect(input.slice('sig1='.length, input.indexOf(')') + 1), path).toBe(`("content-digest" ${covered})`);
+      expect(input, path).toContain(`;keyid="${keyId}";`);
+      const [, created, expires] = /;created=(\d+);expires=(\d+);/.exec(input)!;
+      expect(Number(expires) - Number(created), path).toBe(3600);
       expect(res.headers.signature, path).toMatch(/^sig1=:[A-Za-z0-9+/]{86}==:$/);
       expect(verified(res, pinned), path).toBe(true);
       expect(await libraryVerifies(res, pinned[0]!), path).toBe(true);
@@ -400,17 +406,18 @@ describe('signed answers', () => {
     const { privateKey } = generateKeyPairSync('ed25519');
     const keyFile = path.join(t.dir, 'threshold.pem');
     fs.writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
-    const signer = new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    const signer = new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30, publicBaseUrl: null });
     const body = Buffer.from('{"a":1}');
     const start = Date.now();
     const at = (minutes: number) => setClock(() => start + minutes * 60 * 1000);
     try {
       at(0);
-      const made = await signer.headers(body);
+      const covered: [string, string][] = [['"@path";req', '/a']];
+      const made = await signer.headers(body, covered);
       at(29);
-      expect(await signer.headers(body)).toBe(made);
+      expect(await signer.headers(body, covered)).toBe(made);
       at(31);
-      const remade = await signer.headers(body);
+      const remade = await signer.headers(body, covered);
       expect(remade['Content-Digest']).toBe(made['Content-Digest']);
       expect(remade['Signature-Input']).toContain(`;created=${Math.floor((start + 31 * 60 * 1000) / 1000)};`);
     } finally {
@@ -474,7 +481,8 @@ describe('signed answers', () => {
     }
     const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' });
     fs.writeFileSync(keyFile, rsa);
-    const signer = (keyFile: string) => new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    const signer = (keyFile: string) =>
+      new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30, publicBaseUrl: null });
     expect(() => signer(keyFile)).toThrow(/SIGNING_KEY_FILE .* not an Ed25519 key/);
     expect(() => signer(path.join(t.dir, 'missing.pem'))).toThrow(ConfigError);
   });
