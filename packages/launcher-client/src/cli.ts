@@ -31,7 +31,7 @@ const HELP = `Usage:
   launcher-client device-id --state DIR
       Prints the device id kept in DIR (made if there is none).
 
-Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale,
+Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale, rollback,
 integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
 Failures print {"error", "kind"} on stderr.
 `;

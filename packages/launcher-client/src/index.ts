@@ -17,6 +17,7 @@ export type { DeltaOffer } from './delta.js';
 export type { Progress } from './download.js';
 export {
   AbortedError,
+  AnswerTooLargeError,
   DigestError,
   type ErrorKind,
   HttpError,
@@ -24,6 +25,7 @@ export {
   LauncherClientError,
   NetworkError,
   PublisherSignatureError,
+  RollbackError,
   SignatureError,
   StaleAnswerError,
   StateError,

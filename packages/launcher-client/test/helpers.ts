@@ -8,6 +8,7 @@ import http, { type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from '../../../test/helpers/app.js';
 import type { TrustedKey } from '../src/index.js';
 
@@ -25,10 +26,18 @@ export interface Answer {
   /** Send the headers and this many bytes of the body, then cut the connection (or `hold` it open). */
   cutAfter?: number;
   hold?: boolean;
+  /** Send this instead of `body`, chunked (no Content-Length), as long as the client reads. */
+  stream?: () => AsyncIterable<Buffer>;
 }
 
-/** Decides a request's answer: `upstream()` fetches the service's; undefined passes it through. */
-export type Rule = (seen: Seen, upstream: () => Promise<Answer>) => Promise<Answer | undefined> | Answer | undefined;
+/**
+ * Decides a request's answer: `upstream()` fetches the service's (`upstream(url)`: for another path
+ * and query); undefined passes it through.
+ */
+export type Rule = (
+  seen: Seen,
+  upstream: (url?: string) => Promise<Answer>,
+) => Promise<Answer | undefined> | Answer | undefined;
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
 
@@ -51,11 +60,17 @@ export class TamperProxy {
         const body = Buffer.concat(chunks);
         const seen: Seen = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, at: Date.now() };
         proxy!.seen.push(seen);
-        const upstream = () => forward(upstreamUrl, seen, body);
+        const upstream = (url = seen.url) => forward(upstreamUrl, { ...seen, url }, body);
         const answer = (await proxy!.rule?.(seen, upstream)) ?? (await upstream());
         const headers = Object.fromEntries(
           Object.entries(answer.headers).filter(([name, v]) => v !== undefined && !HOP_BY_HOP.has(name.toLowerCase())),
         );
+        if (answer.stream !== undefined) {
+          res.writeHead(answer.status, headers);
+          const source = Readable.from(answer.stream());
+          res.on('close', () => source.destroy());
+          return void source.pipe(res);
+        }
         res.writeHead(answer.status, { ...headers, 'content-length': String(answer.body.length) });
         if (answer.cutAfter === undefined) return void res.end(answer.body);
         res.write(answer.body.subarray(0, answer.cutAfter), () => {
@@ -163,16 +178,29 @@ export async function publishVersion(
 
 export { admin };
 
-/** Signs `body` as the service does, with `key` (an attacker's, in tests of refusal). */
+/**
+ * Signs `body` as the service signs its answer to the GET `requestUrl` (path and query as sent),
+ * with `key` (an attacker's, in tests of refusal).
+ */
 export function signLikeTheService(
   body: Buffer,
   key: KeyObject,
   keyId: string,
+  requestUrl: string,
   created = Math.floor(Date.now() / 1000),
 ) {
   const digest = `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
-  const params = `("content-digest");created=${created};keyid="${keyId}";alg="ed25519"`;
-  const base = `"content-digest": ${digest}\n"@signature-params": ${params}`;
+  const url = new URL(requestUrl, 'http://localhost');
+  const components: [string, string][] = [['"@path";req', url.pathname]];
+  if (url.pathname === '/api/software/check-update') {
+    for (const name of ['slug', 'versionCode']) {
+      components.push([`"@query-param";name="${name}";req`, encodeURIComponent(url.searchParams.get(name) ?? '')]);
+    }
+  } else components.push(['"@query";req', url.search || '?']);
+  const covered = components.map(([id]) => id).join(' ');
+  const params = `("content-digest" ${covered});created=${created};expires=${created + 3600};keyid="${keyId}";alg="ed25519"`;
+  const lines = components.map(([id, value]) => `${id}: ${value}`).join('\n');
+  const base = `"content-digest": ${digest}\n${lines}\n"@signature-params": ${params}`;
   return {
     'content-digest': digest,
     'signature-input': `sig1=${params}`,
