@@ -502,4 +502,100 @@ describe('signed answers', () => {
       await other.close();
     }
   });
+  it('each member covers the request it answers: one signature serves every device with the same slug and versionCode, never another request', async () => {
+    const pinned = await keys();
+    const one = await check('signed', 3, 'device-one');
+    const two = await t.inject('/api/software/check-update?slug=signed&versionCode=3&deviceId=device-two&lang=en');
+    const noDevice = await check('signed', 3);
+    // The same rendered answer (lang aside), one kept signature: not one per device.
+    expect(two.headers.signature).not.toBe(one.headers.signature); // another language: another answer
+    expect(noDevice.headers['content-digest']).toBe(one.headers['content-digest']);
+    expect(noDevice.headers.signature).toBe(one.headers.signature);
+    for (const res of [one, two, noDevice]) {
+      expect(verified(res, pinned)).toBe(true);
+      expect(await libraryVerifies(res, pinned[0]!)).toBe(true);
+    }
+    // The same bytes for versionCode 4: signed anew, and the first signature does not verify for it.
+    const other = await check('signed', 4, 'device-one');
+    expect(other.headers['content-digest']).toBe(one.headers['content-digest']);
+    expect(other.headers.signature).not.toBe(one.headers.signature);
+    const moved = (answer: Answer, url: string) => ({ ...answer, raw: { req: { ...answer.raw.req, url } } });
+    for (const url of [
+      '/api/software/check-update?slug=signed&versionCode=4&deviceId=device-one',
+      '/api/software/check-update?slug=signed-patch&versionCode=3',
+      '/api/software/check-update/?slug=signed&versionCode=3',
+    ]) {
+      expect(verified(moved(one, url), pinned), url).toBe(false);
+      expect(await libraryVerifies(moved(one, url), pinned[0]!), url).toBe(false);
+    }
+    // Without versionCode: answered as for 0, and the members omit that component.
+    const bare = await t.inject('/api/software/check-update?slug=signed');
+    expect(String(bare.headers['signature-input'])).toMatch(
+      /^sig1=\("content-digest" "@path";req "@query-param";name="slug";req\);/,
+    );
+    expect(await libraryVerifies(bare, pinned[0]!)).toBe(true);
+    // Other answers cover the whole query: another page or language is another request.
+    const list = await t.inject('/api/software?x=1');
+    expect(await libraryVerifies(list, pinned[0]!)).toBe(true);
+    expect(await libraryVerifies(moved(list, '/api/software?x=2'), pinned[0]!)).toBe(false);
+  });
+
+  it("a signed POST covers the request's own Content-Digest, which the service checks: 400 {error} on a mismatch", async () => {
+    const pinned = await keys();
+    const payload = Buffer.from(JSON.stringify({ installed: [{ slug: 'signed-addon', version: '0.1' }] }));
+    const post = (headers: Record<string, string>) =>
+      t.inject({
+        method: 'POST',
+        url: '/api/addons/updates',
+        headers: { 'content-type': 'application/json', ...headers },
+        payload,
+      });
+    const good = await post({ 'content-digest': digestHeaderOf(payload) });
+    expect(good.statusCode).toBe(200);
+    expect(String(good.headers['signature-input'])).toMatch(
+      /^sig1=\("content-digest" "@path";req "content-digest";req\);/,
+    );
+    expect(verified(good, pinned)).toBe(true);
+    expect(await libraryVerifies(good, pinned[0]!)).toBe(true);
+    // Passed off as the answer to another body: refused.
+    const otherBody = {
+      ...good,
+      raw: {
+        req: {
+          ...good.raw.req,
+          headers: { ...good.raw.req.headers, 'content-digest': digestHeaderOf(Buffer.from('{}')) },
+        },
+      },
+    };
+    expect(verified(otherBody, pinned)).toBe(false);
+    expect(await libraryVerifies(otherBody, pinned[0]!)).toBe(false);
+    for (const digest of [
+      digestHeaderOf(Buffer.from('{"installed":[]}')),
+      'sha-256=:AAAA:',
+      'sha-512=:AAAA:',
+      'not a digest',
+    ]) {
+      const refused = await post({ 'content-digest': digest });
+      expect(refused.statusCode, digest).toBe(400);
+      expect(refused.json<{ error: string }>().error, digest).toMatch(/content-digest/);
+      for (const name of SIGNATURE_HEADERS) expect(refused.headers[name], name).toBeUndefined();
+    }
+    // Without one: answered, members without "content-digest";req.
+    const plain = await post({});
+    expect(String(plain.headers['signature-input'])).toMatch(/^sig1=\("content-digest" "@path";req\);/);
+    expect(await libraryVerifies(plain, pinned[0]!)).toBe(true);
+  });
+
+  it("PUBLIC_BASE_URL's path is part of @path: the path the launcher requested", async () => {
+    const other = await buildTestApp({ PUBLIC_BASE_URL: 'https://updates.example.test/prefix/' });
+    try {
+      const pinned = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
+      const res = await other.inject('/api/software');
+      expect(verified(res, pinned, 'https://updates.example.test/prefix')).toBe(true);
+      expect(await libraryVerifies(res, pinned[0]!, 'https://updates.example.test/prefix')).toBe(true);
+      expect(verified(res, pinned)).toBe(false);
+    } finally {
+      await other.close();
+    }
+  });
 });

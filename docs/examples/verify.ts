@@ -39,8 +39,9 @@ export function verifiedInputs(headers: Headers, valueOf: (c: string) => string,
   });
 }
 
-/** The request a launcher sent: its URL, and the `Content-Digest` of its body (a POST). */
+/** The request a launcher sent: its method (GET by default), URL, and a POST body's `Content-Digest`. */
 export interface SentRequest {
+  method?: 'GET' | 'POST';
   url: URL;
   contentDigest?: string;
 }
@@ -55,8 +56,9 @@ export function requestComponents(request: SentRequest): Map<string, string> {
       (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
     );
   const covered = new Map([['"@path";req', pathname]]);
-  if (request.contentDigest !== undefined) covered.set('"content-digest";req', request.contentDigest);
-  else if (pathname.endsWith('/api/software/check-update')) {
+  if (request.method === 'POST') {
+    if (request.contentDigest !== undefined) covered.set('"content-digest";req', request.contentDigest);
+  } else if (pathname.endsWith('/api/software/check-update')) {
     covered.set('"@query-param";name="slug";req', param('slug'));
     covered.set('"@query-param";name="versionCode";req', param('versionCode'));
   } else covered.set('"@query";req', search || '?');

@@ -18,9 +18,10 @@ export interface Answer {
  * it reaches the service at (`PUBLIC_BASE_URL`, whose path a proxy removes before the service).
  */
 export function requestOf(answer: Pick<Answer, 'raw'>, base = 'http://localhost'): SentRequest {
-  const { url = '/', headers } = answer.raw.req;
+  const { url = '/', method, headers } = answer.raw.req;
   const digest = headers['content-digest'];
   return {
+    method: method === 'POST' ? 'POST' : 'GET',
     url: new URL(`${base.replace(/\/+$/, '')}${url}`),
     ...(typeof digest === 'string' ? { contentDigest: digest } : {}),
   };

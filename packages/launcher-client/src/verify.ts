@@ -14,7 +14,7 @@ import type { KeyRing } from './trust.js';
 /** A request as the client sent it: what a signed answer to it must cover. */
 export interface SentRequest {
   readonly url: URL;
-  /** RFC 9530 `Content-Digest` of the body sent (a POST), else null. */
+  /** RFC 9530 `Content-Digest` of the body sent (a POST: covered instead of the query), else null. */
   readonly contentDigest: string | null;
   /** The query parameters covered one by one (check-update: slug, versionCode); null: the whole query. */
   readonly coveredParams: readonly string[] | null;
@@ -57,12 +57,12 @@ function queryParamValue(decoded: string): string {
 export function requestComponents(request: SentRequest): Map<string, string> {
   const { url } = request;
   const covered = new Map([['"@path";req', url.pathname]]);
-  if (request.coveredParams === null) covered.set('"@query";req', url.search === '' ? '?' : url.search);
+  if (request.contentDigest !== null) covered.set('"content-digest";req', request.contentDigest);
+  else if (request.coveredParams === null) covered.set('"@query";req', url.search === '' ? '?' : url.search);
   for (const name of request.coveredParams ?? []) {
     const value = url.searchParams.get(name);
     if (value !== null) covered.set(`"@query-param";name="${name}";req`, queryParamValue(value));
   }
-  if (request.contentDigest !== null) covered.set('"content-digest";req', request.contentDigest);
   return covered;
 }
 

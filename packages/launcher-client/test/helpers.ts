@@ -9,7 +9,19 @@ import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from '../../../test/helpers/app.js';
+import { buildApp } from '../../../src/app.js';
+import { loadConfig } from '../../../src/config.js';
+import { openDatabase } from '../../../src/db/index.js';
+import { LocalStorage } from '../../../src/storage/local.js';
+import {
+  ADMIN,
+  admin,
+  buildTestApp,
+  createPackage,
+  createVersion,
+  type TestApp,
+  upload,
+} from '../../../test/helpers/app.js';
 import type { TrustedKey } from '../src/index.js';
 
 export interface Seen {
@@ -96,7 +108,8 @@ export class TamperProxy {
   }
 }
 
-function forward(target: URL, seen: Seen, body: Buffer): Promise<Answer> {
+/** The answer of the service at `target` to the request `seen` (with `body`), read whole. */
+export function forward(target: URL, seen: Seen, body: Buffer = Buffer.alloc(0)): Promise<Answer> {
   return new Promise((resolve, reject) => {
     // The client's Host goes along, so the service's absolute URLs point at the proxy.
     const req = http.request(
@@ -148,6 +161,27 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
       await proxy.close();
       await t.close();
       for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Another instance of `t`'s service, on the same database (its own caches, so its own signatures),
+ * listening on loopback: two instances behind one balancer.
+ */
+export async function startTwin(t: TestApp): Promise<{ url: string; close(): Promise<void> }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-twin-'));
+  const config = loadConfig({ DATA_DIR: dir, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password });
+  const database = await openDatabase(t.testDb.config);
+  const storage = new LocalStorage(path.join(dir, 'uploads'));
+  const app = await buildApp({ config: { ...config, database: t.testDb.config }, database, storage, logger: false });
+  const url = await app.server.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    url,
+    async close() {
+      await app.close();
+      await database.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { admin, upload } from '../../../test/helpers/app.js';
 import { setClock } from '../../../src/domain/clock.js';
 import { bucketOf } from '../../../test/helpers/bucket.js';
+import { ENGINE } from '../../../test/helpers/db.js';
 import {
   AbortedError,
   AnswerTooLargeError,
@@ -21,11 +22,13 @@ import {
 import {
   type Answer,
   downloadsOf,
+  forward,
   launcherPackage,
   publishVersion,
   type Service,
   signLikeTheService,
   startService,
+  startTwin,
 } from './helpers.js';
 
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
@@ -381,6 +384,44 @@ describe("signed answers bound to their request (TUF's rollback, mix-and-match, 
     expect(Date.now() - aborted).toBeLessThan(2000);
     await expect(manager().checkAddons([], AbortSignal.abort())).rejects.toBeInstanceOf(AbortedError);
     await expect(manager().releaseByHash('0'.repeat(64), AbortSignal.abort())).rejects.toBeInstanceOf(AbortedError);
+  });
+});
+
+const onPostgres = ENGINE === 'postgres' ? describe : describe.skip;
+
+onPostgres('two instances on one PostgreSQL database behind one balancer (no attack)', () => {
+  let twin: Awaited<ReturnType<typeof startTwin>>;
+  beforeAll(async () => {
+    twin = await startTwin(s.t);
+    const full = await launcherPackage(s.t, 'lb-launcher');
+    await publishVersion(s.t, full, 1);
+    await publishVersion(s.t, full, 2);
+  });
+  afterAll(() => twin.close());
+
+  it('a genuine answer from instance 1 is accepted after instance 2 signed a newer one, and the other way', async () => {
+    // Requests go to the instance `to` names; each keeps and signs its own answers.
+    let to: 'one' | 'two' = 'one';
+    s.proxy.rule = (seen, upstream) => (to === 'one' ? upstream() : forward(new URL(twin.url), seen));
+    const stateDir = s.stateDir();
+    const check = () => manager({ app: 'lb', stateDir }).checkForUpdates(1);
+    const created = async () => {
+      const res = await fetch(`${s.proxy.url}/api/software/check-update?slug=lb-launcher&versionCode=1`);
+      return Number(/;created=(\d+);/.exec(res.headers.get('signature-input') ?? '')?.[1]);
+    };
+    expect(await check()).toMatchObject({ result: 'up-to-date', optional: { versionCode: 2 } });
+    const first = await created();
+    // Two minutes later instance 2 signs the same answer anew.
+    setClock(() => Date.now() + 120_000);
+    to = 'two';
+    expect(await check()).toMatchObject({ optional: { versionCode: 2 } });
+    expect(await created()).toBeGreaterThan(first + 100);
+    // Instance 1's answer, kept and signed earlier, is still genuine: accepted.
+    to = 'one';
+    expect(await created()).toBe(first);
+    expect(await check()).toMatchObject({ optional: { versionCode: 2 } });
+    to = 'two';
+    expect(await check()).toMatchObject({ optional: { versionCode: 2 } });
   });
 });
 

@@ -88,8 +88,8 @@ function requestDigestHeader(request: FastifyRequest): string | undefined {
 
 /**
  * The lines of the signature base (RFC 9421 §2.5) for the related request's components a member
- * covers (see "Signed answers": `@path`, then `@query` or the route's named query parameters, then
- * a POST's own `Content-Digest`), as `[identifier, value]` pairs. `prefix`: `PUBLIC_BASE_URL`'s path.
+ * covers (see "Signed answers": `@path`, then a GET's `@query` or the route's named query
+ * parameters, or a POST's own `Content-Digest`), as `[identifier, value]` pairs. `prefix`: `PUBLIC_BASE_URL`'s path.
  */
 function coveredOf(request: FastifyRequest, prefix: string): [string, string][] {
   const { url } = request;
@@ -98,7 +98,9 @@ function coveredOf(request: FastifyRequest, prefix: string): [string, string][] 
   const rawQuery = at === -1 ? '' : url.slice(at + 1);
   const covered: [string, string][] = [[PATH, prefix + rawPath]];
   const names = request.routeOptions.config.signedQueryParams;
-  if (names === undefined) {
+  if (request.method !== 'GET') {
+    // A signed POST: its own Content-Digest (below), not its query.
+  } else if (names === undefined) {
     covered.push([QUERY, `?${rawQuery}`]);
   } else {
     const query = new URLSearchParams(rawQuery);
