@@ -103,17 +103,18 @@ function coveredOf(request: FastifyRequest, prefix: string): [string, string][] 
   } else if (names === undefined) {
     covered.push([QUERY, `?${rawQuery}`]);
   } else {
-    const query = new URLSearchParams(rawQuery);
+    // The query as the route parsed it (decoded), not parsed again on this hot path.
+    const query = request.query as Record<string, unknown>;
     for (const name of names) {
-      const values = query.getAll(name);
+      const value = query[name];
       // §2.2.8: a parameter given more than once is not covered (such a request is refused anyway).
-      if (values.length !== 1) continue;
+      if (typeof value !== 'string') continue;
       let component = queryParamComponents.get(name);
       if (component === undefined) {
         component = requestComponent('@query-param', name);
         queryParamComponents.set(name, component);
       }
-      covered.push([component, queryParamValue(values[0] as string)]);
+      covered.push([component, queryParamValue(value)]);
     }
   }
   const digest = requestDigestHeader(request);
