@@ -90,7 +90,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const readiness = new Readiness();
   const files = new FileService(db, storage, metrics?.uploaded);
   const cache = new ContentCache(db, config.cacheCheckMs, metrics?.cacheLookup);
-  const signer = new Signer(db, cache, { keyFile: config.signingKeyFile, overlapDays: config.signingOverlapDays });
+  const signer = new Signer(db, cache, {
+    keyFile: config.signingKeyFile,
+    overlapDays: config.signingOverlapDays,
+    publicBaseUrl: config.publicBaseUrl,
+  });
   await signer.init();
   const limits = config.redis ? new RedisLimits(config.redis.url, config.redis.prefix) : new DatabaseLimits(db);
   const ctx: AppContext = {

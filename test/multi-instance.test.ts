@@ -385,9 +385,10 @@ onPostgres('two service processes on one PostgreSQL database and one S3 store', 
     const listed = (await call(b, 'GET', '/api/signing-keys')).body as (SigningKey & { status: string })[];
     expect(keyIds(signed.headers)).toEqual(listed.map((k, i) => [`sig${i + 1}`, k.keyId]));
     // Both signatures verify, each with its own key, over the bytes as received.
-    const res = await fetch(`${b.url}/api/software/check-update?slug=scheduled`);
+    const url = new URL(`${b.url}/api/software/check-update?slug=scheduled&versionCode=0`);
+    const res = await fetch(url);
     const body = new Uint8Array(await res.arrayBuffer());
-    for (const key of listed) expect(verifyAnswer(body, res.headers, [key]), key.status).toBe(true);
+    for (const key of listed) expect(verifyAnswer(body, res.headers, { url }, [key]), key.status).toBe(true);
   });
 
   it('publishing concurrently on both instances leaves one latest and no spurious 409', async () => {

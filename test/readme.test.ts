@@ -79,11 +79,15 @@ describe('docs/examples/verify.ts against RFC 9421 Appendix B.2.6', () => {
     'Signature-Input': RFC_SIGNATURE_INPUT,
     Signature: RFC_SIGNATURE,
   });
-  /** The request's components: derived ones from the request line, fields from its headers. */
-  const componentOf = (name: string): string =>
-    ({ '@method': RFC_REQUEST.method, '@path': RFC_REQUEST.path, '@authority': RFC_REQUEST.authority })[name] ??
-    headers.get(name) ??
-    '';
+  /** The request's components (by identifier, `"@path"`): derived ones from the request line, fields from its headers. */
+  const componentOf = (identifier: string): string => {
+    const name = identifier.slice(1, -1);
+    return (
+      { '@method': RFC_REQUEST.method, '@path': RFC_REQUEST.path, '@authority': RFC_REQUEST.authority }[name] ??
+      headers.get(name) ??
+      ''
+    );
+  };
   const input = RFC_SIGNATURE_INPUT.slice('sig-b26='.length);
 
   it('builds the signature base the RFC prints', () => {
@@ -97,7 +101,7 @@ describe('docs/examples/verify.ts against RFC 9421 Appendix B.2.6', () => {
     const made = sign(null, Buffer.from(RFC_SIGNATURE_BASE), createPrivateKey(RFC_PRIVATE_KEY)).toString('base64');
     expect(`sig-b26=:${made}:`).toBe(RFC_SIGNATURE);
     // A changed component, another key, or a changed signature is refused.
-    const changed = (name: string) => (name === '@path' ? '/bar' : componentOf(name));
+    const changed = (identifier: string) => (identifier === '"@path"' ? '/bar' : componentOf(identifier));
     expect(verifiedInputs(headers, changed, [rfcKey])).toEqual([]);
     const other = { ...rfcKey, publicKey: Buffer.alloc(32, 7).toString('base64') };
     expect(verifiedInputs(headers, componentOf, [other])).toEqual([]);

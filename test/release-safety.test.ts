@@ -320,7 +320,7 @@ describe('signed answers', () => {
 
   /** The `created` of each member of an answer's Signature-Input, by label. */
   const createdOf = (res: Answer) =>
-    [...String(res.headers['signature-input']).matchAll(/(sig\d+)=\("content-digest"\);created=(\d+);/g)].map((m) => [
+    [...String(res.headers['signature-input']).matchAll(/(sig\d+)=\([^)]*\);created=(\d+);/g)].map((m) => [
       m[1],
       Number(m[2]),
     ]);
@@ -332,9 +332,15 @@ describe('signed answers', () => {
       const res = await t.inject(path);
       expect(res.statusCode, path).toBe(200);
       expect(res.headers['content-digest'], path).toBe(digestHeaderOf(res.rawPayload));
-      expect(res.headers['signature-input'], path).toMatch(
-        new RegExp(`^sig1=\\("content-digest"\\);created=\\d+;keyid="${keyId}";alg="ed25519"$`),
-      );
+      const covered = path.startsWith('/api/software/check-update?')
+        ? '"@path";req "@query-param";name="slug";req "@query-param";name="versionCode";req'
+        : '"@path";req "@query";req';
+      const input = String(res.headers['signature-input']);
+      expect(input, path).toMatch(/^sig1=\([^)]*\);created=\d+;expires=\d+;keyid="[0-9a-f]{16}";alg="ed25519"$/);
+      expect(input.slice('sig1='.length, input.indexOf(')') + 1), path).toBe(`("content-digest" ${covered})`);
+      expect(input, path).toContain(`;keyid="${keyId}";`);
+      const [, created, expires] = /;created=(\d+);expires=(\d+);/.exec(input)!;
+      expect(Number(expires) - Number(created), path).toBe(3600);
       expect(res.headers.signature, path).toMatch(/^sig1=:[A-Za-z0-9+/]{86}==:$/);
       expect(verified(res, pinned), path).toBe(true);
       expect(await libraryVerifies(res, pinned[0]!), path).toBe(true);
@@ -400,17 +406,18 @@ describe('signed answers', () => {
     const { privateKey } = generateKeyPairSync('ed25519');
     const keyFile = path.join(t.dir, 'threshold.pem');
     fs.writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
-    const signer = new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    const signer = new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30, publicBaseUrl: null });
     const body = Buffer.from('{"a":1}');
     const start = Date.now();
     const at = (minutes: number) => setClock(() => start + minutes * 60 * 1000);
     try {
       at(0);
-      const made = await signer.headers(body);
+      const covered: [string, string][] = [['"@path";req', '/a']];
+      const made = await signer.headers(body, covered);
       at(29);
-      expect(await signer.headers(body)).toBe(made);
+      expect(await signer.headers(body, covered)).toBe(made);
       at(31);
-      const remade = await signer.headers(body);
+      const remade = await signer.headers(body, covered);
       expect(remade['Content-Digest']).toBe(made['Content-Digest']);
       expect(remade['Signature-Input']).toContain(`;created=${Math.floor((start + 31 * 60 * 1000) / 1000)};`);
     } finally {
@@ -474,7 +481,8 @@ describe('signed answers', () => {
     }
     const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' });
     fs.writeFileSync(keyFile, rsa);
-    const signer = (keyFile: string) => new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30 });
+    const signer = (keyFile: string) =>
+      new Signer(t.database.db, t.app.ctx.cache, { keyFile, overlapDays: 30, publicBaseUrl: null });
     expect(() => signer(keyFile)).toThrow(/SIGNING_KEY_FILE .* not an Ed25519 key/);
     expect(() => signer(path.join(t.dir, 'missing.pem'))).toThrow(ConfigError);
   });
@@ -490,6 +498,102 @@ describe('signed answers', () => {
       expect(await libraryVerifies(res, pinned[0]!)).toBe(false);
       const listed = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
       expect(verified(res, followRotation(pinned, listed))).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+  it('each member covers the request it answers: one signature serves every device with the same slug and versionCode, never another request', async () => {
+    const pinned = await keys();
+    const one = await check('signed', 3, 'device-one');
+    const two = await t.inject('/api/software/check-update?slug=signed&versionCode=3&deviceId=device-two&lang=en');
+    const noDevice = await check('signed', 3);
+    // The same rendered answer (lang aside), one kept signature: not one per device.
+    expect(two.headers.signature).not.toBe(one.headers.signature); // another language: another answer
+    expect(noDevice.headers['content-digest']).toBe(one.headers['content-digest']);
+    expect(noDevice.headers.signature).toBe(one.headers.signature);
+    for (const res of [one, two, noDevice]) {
+      expect(verified(res, pinned)).toBe(true);
+      expect(await libraryVerifies(res, pinned[0]!)).toBe(true);
+    }
+    // The same bytes for versionCode 4: signed anew, and the first signature does not verify for it.
+    const other = await check('signed', 4, 'device-one');
+    expect(other.headers['content-digest']).toBe(one.headers['content-digest']);
+    expect(other.headers.signature).not.toBe(one.headers.signature);
+    const moved = (answer: Answer, url: string) => ({ ...answer, raw: { req: { ...answer.raw.req, url } } });
+    for (const url of [
+      '/api/software/check-update?slug=signed&versionCode=4&deviceId=device-one',
+      '/api/software/check-update?slug=signed-patch&versionCode=3',
+      '/api/software/check-update/?slug=signed&versionCode=3',
+    ]) {
+      expect(verified(moved(one, url), pinned), url).toBe(false);
+      expect(await libraryVerifies(moved(one, url), pinned[0]!), url).toBe(false);
+    }
+    // Without versionCode: answered as for 0, and the members omit that component.
+    const bare = await t.inject('/api/software/check-update?slug=signed');
+    expect(String(bare.headers['signature-input'])).toMatch(
+      /^sig1=\("content-digest" "@path";req "@query-param";name="slug";req\);/,
+    );
+    expect(await libraryVerifies(bare, pinned[0]!)).toBe(true);
+    // Other answers cover the whole query: another page or language is another request.
+    const list = await t.inject('/api/software?x=1');
+    expect(await libraryVerifies(list, pinned[0]!)).toBe(true);
+    expect(await libraryVerifies(moved(list, '/api/software?x=2'), pinned[0]!)).toBe(false);
+  });
+
+  it("a signed POST covers the request's own Content-Digest, which the service checks: 400 {error} on a mismatch", async () => {
+    const pinned = await keys();
+    const payload = Buffer.from(JSON.stringify({ installed: [{ slug: 'signed-addon', version: '0.1' }] }));
+    const post = (headers: Record<string, string>) =>
+      t.inject({
+        method: 'POST',
+        url: '/api/addons/updates',
+        headers: { 'content-type': 'application/json', ...headers },
+        payload,
+      });
+    const good = await post({ 'content-digest': digestHeaderOf(payload) });
+    expect(good.statusCode).toBe(200);
+    expect(String(good.headers['signature-input'])).toMatch(
+      /^sig1=\("content-digest" "@path";req "content-digest";req\);/,
+    );
+    expect(verified(good, pinned)).toBe(true);
+    expect(await libraryVerifies(good, pinned[0]!)).toBe(true);
+    // Passed off as the answer to another body: refused.
+    const otherBody = {
+      ...good,
+      raw: {
+        req: {
+          ...good.raw.req,
+          headers: { ...good.raw.req.headers, 'content-digest': digestHeaderOf(Buffer.from('{}')) },
+        },
+      },
+    };
+    expect(verified(otherBody, pinned)).toBe(false);
+    expect(await libraryVerifies(otherBody, pinned[0]!)).toBe(false);
+    for (const digest of [
+      digestHeaderOf(Buffer.from('{"installed":[]}')),
+      'sha-256=:AAAA:',
+      'sha-512=:AAAA:',
+      'not a digest',
+    ]) {
+      const refused = await post({ 'content-digest': digest });
+      expect(refused.statusCode, digest).toBe(400);
+      expect(refused.json<{ error: string }>().error, digest).toMatch(/content-digest/);
+      for (const name of SIGNATURE_HEADERS) expect(refused.headers[name], name).toBeUndefined();
+    }
+    // Without one: answered, members without "content-digest";req.
+    const plain = await post({});
+    expect(String(plain.headers['signature-input'])).toMatch(/^sig1=\("content-digest" "@path";req\);/);
+    expect(await libraryVerifies(plain, pinned[0]!)).toBe(true);
+  });
+
+  it("PUBLIC_BASE_URL's path is part of @path: the path the launcher requested", async () => {
+    const other = await buildTestApp({ PUBLIC_BASE_URL: 'https://updates.example.test/prefix/' });
+    try {
+      const pinned = (await other.inject('/api/signing-keys')).json<SigningKey[]>();
+      const res = await other.inject('/api/software');
+      expect(verified(res, pinned, 'https://updates.example.test/prefix')).toBe(true);
+      expect(await libraryVerifies(res, pinned[0]!, 'https://updates.example.test/prefix')).toBe(true);
+      expect(verified(res, pinned)).toBe(false);
     } finally {
       await other.close();
     }

@@ -18,10 +18,14 @@ function members(header: string | null): Map<string, string> {
   return new Map(pairs.flatMap((m) => (m ? [[m[1]!, m[2]!] as const] : [])));
 }
 
+/** The component identifiers a Signature-Input member covers, as written (`"@path";req`, …). */
+export function coveredComponents(input: string): string[] {
+  return (/^\(([^)]*)\)/.exec(input)?.[1] ?? '').match(/"[^"]+"(?:;[a-z]+(?:="[^"]*")?)*/g) ?? [];
+}
+
 /** RFC 9421 §2.5: a line per covered component (its value from `valueOf`), then the parameters. */
 export function signatureBase(input: string, valueOf: (component: string) => string): string {
-  const covered = [...(/^\(([^)]*)\)/.exec(input)?.[1] ?? '').matchAll(/"([^"]+)"/g)].map((m) => m[1]!);
-  return [...covered.map((c) => `"${c}": ${valueOf(c)}`), `"@signature-params": ${input}`].join('\n');
+  return [...coveredComponents(input).map((c) => `${c}: ${valueOf(c)}`), `"@signature-params": ${input}`].join('\n');
 }
 
 /** The Signature-Input members (parameters) whose Ed25519 signature a pinned key verifies. */
@@ -35,13 +39,51 @@ export function verifiedInputs(headers: Headers, valueOf: (c: string) => string,
   });
 }
 
-/** True when `body` (the bytes as received, before any decoding) is signed by a pinned key within the hour. */
-export function verifyAnswer(body: Uint8Array, headers: Headers, pinned: readonly SigningKey[], now = Date.now()) {
+/** The request a launcher sent: its method (GET by default), URL, and a POST body's `Content-Digest`. */
+export interface SentRequest {
+  method?: 'GET' | 'POST';
+  url: URL;
+  contentDigest?: string;
+}
+
+/** The components an answer to `request` must cover (the table of "Signed answers"), with their values. */
+export function requestComponents(request: SentRequest): Map<string, string> {
+  const { pathname, search, searchParams } = request.url;
+  // RFC 9421 §2.2.8: the decoded value percent-encoded again (form-urlencoded set, space as %20).
+  const param = (name: string) =>
+    encodeURIComponent(searchParams.get(name) ?? '').replace(
+      /[!'()~]/g,
+      (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+    );
+  const covered = new Map([['"@path";req', pathname]]);
+  if (request.method === 'POST') {
+    if (request.contentDigest !== undefined) covered.set('"content-digest";req', request.contentDigest);
+  } else if (pathname.endsWith('/api/software/check-update')) {
+    covered.set('"@query-param";name="slug";req', param('slug'));
+    covered.set('"@query-param";name="versionCode";req', param('versionCode'));
+  } else covered.set('"@query";req', search || '?');
+  return covered;
+}
+
+/**
+ * True when `body` (the bytes as received, before any decoding) is the answer to `request`: its
+ * digest, and a member by a pinned key that covers every component of `request`, not expired.
+ */
+export function verifyAnswer(
+  body: Uint8Array,
+  headers: Headers,
+  request: SentRequest,
+  pinned: readonly SigningKey[],
+  now = Date.now(),
+) {
   const digest = `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
   if (headers.get('content-digest') !== digest) return false;
-  return verifiedInputs(headers, () => digest, pinned).some((input) => {
-    const created = Number(/^\("content-digest"\);created=(\d+);/.exec(input)?.[1]);
-    return Math.abs(now / 1000 - created) <= 3600;
+  const values = new Map([['"content-digest"', digest], ...requestComponents(request)]);
+  return verifiedInputs(headers, (c) => values.get(c) ?? '', pinned).some((input) => {
+    const covered = coveredComponents(input);
+    const created = Number(/;created=(\d+)/.exec(input)?.[1]);
+    const expires = Number(/;expires=(\d+)/.exec(input)?.[1]);
+    return [...values.keys()].every((c) => covered.includes(c)) && created <= now / 1000 + 60 && now / 1000 < expires;
   });
 }
 

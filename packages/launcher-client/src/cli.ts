@@ -51,7 +51,7 @@ const HELP = `Usage:
   launcher-client addons list|install|update|remove ...
       Installs, updates and removes addons in GAME/Interface/AddOns: launcher-client addons --help.
 
-Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale,
+Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale, rollback,
 integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
 Failures print {"error", "kind"} on stderr.
 `;

@@ -5,6 +5,7 @@
  * beats (`startHeartbeat`) and answers addon managers (`checkAddons`, `releaseByHash`). Every answer
  * it uses is verified first (`verify.ts`), and so is every file before it is kept or started.
  */
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -12,9 +13,24 @@ import path from 'node:path';
 import type { paths } from './api.js';
 import { applyDelta, type DeltaEngine, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
 import { fetchFile, partFiles, type Progress } from './download.js';
-import { HttpError, IntegrityError, LauncherClientError, PublisherSignatureError, StateError } from './errors.js';
+import {
+  HttpError,
+  IntegrityError,
+  LauncherClientError,
+  PublisherSignatureError,
+  RollbackError,
+  StateError,
+} from './errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
-import { DEFAULT_RETRY, httpError, readBody, type RetryOptions, send, withRetries } from './http.js';
+import {
+  DEFAULT_RETRY,
+  deadline,
+  httpError,
+  readLimitedBody,
+  type RetryOptions,
+  sendWithin,
+  withRetries,
+} from './http.js';
 import {
   dispositionFileName,
   installerExtension,
@@ -37,7 +53,14 @@ import {
 } from './minisign.js';
 import { StateFolder } from './state.js';
 import { KeyRing, type SigningKeyEntry, type TrustedKey } from './trust.js';
-import { type FileCheck, ReplayMemory, verifyAnswer, verifyFile, type AnswerPolicy } from './verify.js';
+import {
+  type AnswerPolicy,
+  type FileCheck,
+  ReplayMemory,
+  type SentRequest,
+  verifyAnswer,
+  verifyFile,
+} from './verify.js';
 
 type Json<P extends keyof paths, M extends 'get' | 'post'> = paths[P][M] extends {
   responses: { 200: { content: { 'application/json': infer T } } };
@@ -73,8 +96,16 @@ export interface UpdateManagerOptions {
   fullSlug?: string;
   patchSlug?: string;
   lang?: 'zh' | 'en';
-  /** Oldest acceptable signature, in seconds (default 3600). */
-  maxAnswerAgeSeconds?: number;
+  /**
+   * Dropped: an answer is refused once its signature's `expires` (an hour after it was signed) is
+   * past. Given, it is a `TypeError` (a shorter limit would refuse answers the service legitimately
+   * sends: it keeps a signed answer up to 30 minutes).
+   */
+  maxAnswerAgeSeconds?: never;
+  /** The largest answer read, in bytes (default 4 MiB): a larger one is refused as soon as it is seen. */
+  maxAnswerBytes?: number;
+  /** Each attempt of an answer's request, from sending to its last byte, in ms (default 30 000). */
+  timeoutMs?: number;
   /** Retries of answers and downloads (network errors, 429, 5xx). */
   retry?: Partial<RetryOptions>;
   /** Further checks of every downloaded file, after its size and hash. */
@@ -175,6 +206,25 @@ export interface DownloadedUpdate {
   readonly servedName: string | null;
 }
 
+/** The default `maxAnswerBytes`: check-update and catalogue answers are KiBs. */
+export const DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+/** The default `timeoutMs`. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** A positive integer option, or its default; anything else is a `TypeError`. */
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) throw new TypeError(`${name} must be a positive integer`);
+  return value;
+}
+
+/** How an answer is asked for: a POST's JSON body, the query parameters its signature covers, the caller's signal. */
+interface AnswerRequest {
+  readonly body?: unknown;
+  readonly coveredParams?: readonly string[];
+  readonly signal?: AbortSignal | undefined;
+}
+
 const DEFAULT_IN_PROCESS_DELTA_MAX_BYTES = 1024 * 1024 * 1024;
 
 export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
@@ -186,18 +236,25 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   private readonly retry: RetryOptions;
   private readonly slugs: { full: string; patch: string };
   private readonly publisherKeys: readonly MinisignPublicKey[];
+  private readonly maxAnswerBytes: number;
+  private readonly timeoutMs: number;
 
   constructor(private readonly options: UpdateManagerOptions) {
     super();
+    if ((options as { maxAnswerAgeSeconds?: unknown }).maxAnswerAgeSeconds !== undefined) {
+      throw new TypeError(
+        "maxAnswerAgeSeconds was dropped: an answer is refused once its signature's expires is past (an hour after signing)",
+      );
+    }
+    this.maxAnswerBytes = positiveInteger('maxAnswerBytes', options.maxAnswerBytes, DEFAULT_MAX_ANSWER_BYTES);
+    this.timeoutMs = positiveInteger('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
     this.base = new URL(options.serverUrl);
     this.state = new StateFolder(path.resolve(options.stateDir));
     this.lifecycle = new Lifecycle(this.state);
     this.keys = new KeyRing(options.trustedKeys, this.state);
-    const maxAgeSeconds = options.maxAnswerAgeSeconds ?? 3600;
     this.policy = {
       keys: this.keys,
-      replay: new ReplayMemory(this.state, maxAgeSeconds),
-      maxAgeSeconds,
+      replay: new ReplayMemory(this.state),
       refreshKeys: async () => void (await this.refreshKeys()),
     };
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
@@ -219,35 +276,58 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     return this.state.deviceId();
   }
 
+  /** `pathname` under the server URL (its own path kept: a service published under a prefix). */
   private url(pathname: string, query: Record<string, string | number | undefined> = {}): string {
-    const url = new URL(pathname, this.base);
+    const url = new URL(`${this.base.pathname.replace(/\/+$/, '')}${pathname}`, this.base);
     for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
     return url.toString();
   }
 
-  /** A verified JSON answer (retried on network errors, 429 and 5xx); other statuses are `HttpError`s. */
-  private async answer<T>(url: string, init: { method?: 'GET' | 'POST'; body?: unknown } = {}): Promise<T> {
-    const body = await withRetries(async () => {
-      const res = await send(url, {
-        method: init.method ?? 'GET',
-        headers: {
-          accept: 'application/json',
-          'accept-encoding': 'identity',
-          ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-      });
-      if (res.status !== 200) throw await httpError(url, res);
-      return { headers: res.headers, bytes: await readBody(url, res) };
-    }, this.retry);
-    await verifyAnswer({ url, headers: body.headers, body: body.bytes }, this.policy);
-    return JSON.parse(body.bytes.toString('utf8')) as T;
+  /**
+   * A verified JSON answer to `url` (retried on network errors, 429 and 5xx, each attempt within
+   * `timeoutMs`, the body read up to `maxAnswerBytes`); other statuses are `HttpError`s. Every
+   * signed read goes through here: the signature base is built from the request sent (its path and
+   * query or covered parameters, and a POST body's `Content-Digest`).
+   */
+  private async answer<T>(url: string, init: AnswerRequest = {}): Promise<T> {
+    const body = init.body === undefined ? null : Buffer.from(JSON.stringify(init.body));
+    const request: SentRequest = {
+      url: new URL(url),
+      contentDigest: body === null ? null : `sha-256=:${createHash('sha256').update(body).digest('base64')}:`,
+      coveredParams: init.coveredParams ?? null,
+    };
+    const received = await withRetries(
+      async () => {
+        const within = deadline(this.timeoutMs, init.signal);
+        const res = await sendWithin(
+          url,
+          {
+            method: body === null ? 'GET' : 'POST',
+            headers: {
+              accept: 'application/json',
+              'accept-encoding': 'identity',
+              ...(request.contentDigest === null
+                ? {}
+                : { 'content-type': 'application/json', 'content-digest': request.contentDigest }),
+            },
+            ...(body === null ? {} : { body }),
+          },
+          within,
+        );
+        if (res.status !== 200) throw await httpError(url, res);
+        return { request, headers: res.headers, body: await readLimitedBody(url, res, this.maxAnswerBytes, within) };
+      },
+      this.retry,
+      init.signal,
+    );
+    await verifyAnswer(received, this.policy);
+    return JSON.parse(received.body.toString('utf8')) as T;
   }
 
   /** `answer`, or null when the service answers 404 (nothing of that name). */
-  private async answerOrNull<T>(url: string): Promise<T | null> {
+  private async answerOrNull<T>(url: string, init: AnswerRequest = {}): Promise<T | null> {
     try {
-      return await this.answer<T>(url);
+      return await this.answer<T>(url, init);
     } catch (err) {
       if (err instanceof HttpError && err.status === 404) return null;
       throw err;
@@ -258,10 +338,13 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   async refreshKeys(): Promise<string[]> {
     const url = this.url('/api/signing-keys');
     const listed = await withRetries(async () => {
-      const res = await send(url, { headers: { accept: 'application/json' } });
+      const within = deadline(this.timeoutMs);
+      const res = await sendWithin(url, { headers: { accept: 'application/json' } }, within);
       if (res.status !== 200) throw await httpError(url, res);
       try {
-        return JSON.parse((await readBody(url, res)).toString('utf8')) as SigningKeyEntry[];
+        return JSON.parse(
+          (await readLimitedBody(url, res, this.maxAnswerBytes, within)).toString('utf8'),
+        ) as SigningKeyEntry[];
       } catch (err) {
         if (err instanceof SyntaxError) return [];
         throw err;
@@ -270,15 +353,26 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     return this.keys.adopt(Array.isArray(listed) ? listed : []);
   }
 
-  /** One verified check-update; `null` when the package has no version (404). */
-  async checkUpdate(slug: string, versionCode: number): Promise<CheckUpdateAnswer | null> {
+  /**
+   * One verified check-update; `null` when the package has no version (404). An offer (`hasUpdate`)
+   * of a `latest.versionCode` not above `versionCode` is a `RollbackError`, unless it says
+   * `downgrade: true` (a revoked version) and `slug` is not the patch package.
+   */
+  async checkUpdate(slug: string, versionCode: number, signal?: AbortSignal): Promise<CheckUpdateAnswer | null> {
     const url = this.url('/api/software/check-update', {
       slug,
       versionCode,
       deviceId: await this.deviceId(),
       lang: this.options.lang,
     });
-    return this.answerOrNull<CheckUpdateAnswer>(url);
+    const answer = await this.answerOrNull<CheckUpdateAnswer>(url, { coveredParams: ['slug', 'versionCode'], signal });
+    const downgrade = answer?.downgrade === true && slug !== this.slugs.patch;
+    if (answer?.hasUpdate && answer.latest.versionCode <= versionCode && !downgrade) {
+      throw new RollbackError(
+        `${slug}: offered versionCode ${answer.latest.versionCode}, not above ${versionCode}: a rollback`,
+      );
+    }
+    return answer;
   }
 
   private static info(kind: UpdateInfo['kind'], slug: string, answer: CheckUpdateAnswer): UpdateInfo {
@@ -318,7 +412,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
    * `versionCode` defaults to the installed full version the state folder keeps; `patchVersionCode`
    * to the patch applied on that version (`markPatchApplied`), else `versionCode`.
    */
-  checkForUpdates(versionCode?: number, patchVersionCode?: number): Promise<UpdateCheck> {
+  checkForUpdates(versionCode?: number, patchVersionCode?: number, signal?: AbortSignal): Promise<UpdateCheck> {
     return this.reported(async () => {
       if (this.slugs.full === '') throw new TypeError('UpdateManager needs `app` or `fullSlug` to check for updates');
       this.emit('checking-for-update');
@@ -326,14 +420,14 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       const code = versionCode ?? installed.full?.versionCode;
       if (code === undefined) throw new TypeError('checkForUpdates needs the versionCode: the state folder has none');
       const appliedPatch = installed.patch?.fullVersionCode === code ? installed.patch.versionCode : undefined;
-      const check = await this.flow(code, patchVersionCode ?? appliedPatch ?? code);
+      const check = await this.flow(code, patchVersionCode ?? appliedPatch ?? code, signal);
       this.emit(check.update === null ? 'update-not-available' : 'update-available', check);
       return check;
     });
   }
 
-  private async flow(versionCode: number, patchVersionCode: number): Promise<UpdateCheck> {
-    const full = await this.checkUpdate(this.slugs.full, versionCode);
+  private async flow(versionCode: number, patchVersionCode: number, signal?: AbortSignal): Promise<UpdateCheck> {
+    const full = await this.checkUpdate(this.slugs.full, versionCode, signal);
     if (full === null) {
       const url = this.url('/api/software/check-update', { slug: this.slugs.full, versionCode });
       throw new HttpError(404, url, `no package ${this.slugs.full}: is the server URL or the app wrong?`);
@@ -344,7 +438,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       if (full.forceUpdate || full.downgrade) return { result: 'mandatory', optional: null, update: info };
       optional = info;
     }
-    const patch = await this.checkUpdate(this.slugs.patch, patchVersionCode);
+    const patch = await this.checkUpdate(this.slugs.patch, patchVersionCode, signal);
     if (patch?.hasUpdate) {
       return { result: 'patch', optional, update: UpdateManager.info('patch', this.slugs.patch, patch) };
     }
@@ -518,7 +612,11 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   /** The name `url` is served under (a HEAD request's `Content-Disposition`), or null. */
   private async servedName(url: string): Promise<string | null> {
     try {
-      const res = await send(url, { method: 'HEAD', headers: { 'accept-encoding': 'identity' } });
+      const res = await sendWithin(
+        url,
+        { method: 'HEAD', headers: { 'accept-encoding': 'identity' } },
+        deadline(this.timeoutMs),
+      );
       return res.ok ? dispositionFileName(res.headers.get('content-disposition')) : null;
     } catch {
       return null;
@@ -668,20 +766,20 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     return new Heartbeat(this.url('/api/launcher/heartbeat'), () => this.heartbeatBody(fields), options);
   }
 
-  /** `POST /api/addons/updates`, verified. */
-  checkAddons(installed: readonly InstalledAddon[]): Promise<AddonUpdatesAnswer> {
+  /** `POST /api/addons/updates` (its body's `Content-Digest` sent, and covered by the answer's signature), verified. */
+  checkAddons(installed: readonly InstalledAddon[], signal?: AbortSignal): Promise<AddonUpdatesAnswer> {
     return this.answer(this.url('/api/addons/updates', { lang: this.options.lang }), {
-      method: 'POST',
       body: { installed },
+      signal,
     });
   }
 
   /** `GET /api/releases/by-hash/{sha256}`, verified; `null` when no published release has that file. */
-  async releaseByHash(sha256: string): Promise<ReleaseByHashAnswer | null> {
+  async releaseByHash(sha256: string, signal?: AbortSignal): Promise<ReleaseByHashAnswer | null> {
     const url = this.url(`/api/releases/by-hash/${encodeURIComponent(sha256.toLowerCase())}`, {
       lang: this.options.lang,
     });
-    return this.answerOrNull<ReleaseByHashAnswer>(url);
+    return this.answerOrNull<ReleaseByHashAnswer>(url, { signal });
   }
 
   /** `GET /api/addons/{slug}`, verified; `null` when the catalogue has no such published addon. */

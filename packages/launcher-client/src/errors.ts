@@ -1,14 +1,16 @@
 /**
  * Every failure the library reports is one of these, with a `kind` a program can switch on (the CLI
- * prints it). Verification failures (`signature`, `digest`, `stale`, `integrity`,
+ * prints it). Verification failures (`signature`, `digest`, `stale`, `rollback`, `integrity`,
  * `publisher-signature`, `archive`) mean the answer or file was refused and nothing from it was used or kept.
  */
 export type ErrorKind =
   | 'signature'
   | 'digest'
   | 'stale'
+  | 'rollback'
   | 'integrity'
   | 'publisher-signature'
+  | 'too-large'
   | 'http'
   | 'network'
   | 'aborted'
@@ -35,6 +37,7 @@ const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
   'signature',
   'digest',
   'stale',
+  'rollback',
   'integrity',
   'publisher-signature',
   'archive',
@@ -60,8 +63,21 @@ export class SignatureError extends failure('SignatureError', 'signature') {}
 /** The answer's `Content-Digest` is missing, malformed, or not the SHA-256 of the bytes received. */
 export class DigestError extends failure('DigestError', 'digest') {}
 
-/** The answer was signed too long ago, or before an answer of the same URL already accepted (a replay). */
+/**
+ * The answer's signature has expired (its `expires` is past, or before an answer already accepted
+ * was signed: a replay to a device whose clock was set back), or was made in the future.
+ */
 export class StaleAnswerError extends failure('StaleAnswerError', 'stale') {}
+
+/**
+ * A verified answer offers a version that is not above the one the launcher runs (full package,
+ * without `downgrade: true`) or the patch code it sent (patch): a rollback, refused whatever its
+ * signature; nothing was downloaded.
+ */
+export class RollbackError extends failure('RollbackError', 'rollback') {}
+
+/** The answer is larger than `maxAnswerBytes`: refused as soon as that was known, the rest never read. */
+export class AnswerTooLargeError extends failure('AnswerTooLargeError', 'too-large') {}
 
 /** A downloaded file's size or SHA-256 is not what the verified answer said (the file is deleted). */
 export class IntegrityError extends failure('IntegrityError', 'integrity') {}

@@ -11,13 +11,14 @@ import {
   type Parameters,
   parseDictionary,
   serializeInnerList,
+  serializeItem,
   StructuredFieldError,
 } from './structured-fields.js';
 
 /** One member of `Signature-Input` with its `Signature` value. */
 export interface SignatureCandidate {
   readonly label: string;
-  /** The covered component identifiers, in order (`"content-digest"`, `"@method"`, …). */
+  /** The covered component identifiers as serialized, in order (`"content-digest"`, `"@path";req`, …). */
   readonly components: readonly string[];
   readonly params: Parameters;
   /** The serialized inner list: the value of `@signature-params` in the signature base. */
@@ -50,10 +51,10 @@ export function signatureCandidates(signatureInput: string | null, signature: st
       throw new SignatureError(`Signature member ${label} is not a byte sequence`);
     }
     const components = input.items.map((item) => {
-      if (item.value.type !== 'string' || item.params.size > 0) {
+      if (item.value.type !== 'string') {
         throw new SignatureError(`Signature-Input member ${label} covers an unsupported component`);
       }
-      return item.value.value;
+      return serializeItem(item);
     });
     candidates.push({
       label,
@@ -67,8 +68,9 @@ export function signatureCandidates(signatureInput: string | null, signature: st
 }
 
 /**
- * §2.5: one line per covered component, `"<name>": <value>`, then the `@signature-params` line.
- * `valueOf` answers a component's value (a field's values joined by ", ", or a derived component's).
+ * §2.5: one line per covered component, `<identifier>: <value>`, then the `@signature-params` line.
+ * `valueOf` answers a component's value by its serialized identifier (a field's values joined by
+ * ", ", or a derived component's); null when the message has none.
  */
 export function signatureBase(
   components: readonly string[],
@@ -79,7 +81,7 @@ export function signatureBase(
     const value = valueOf(name);
     if (value === null) throw new SignatureError(`the signed component ${name} is absent`);
     if (/[\r\n]/.test(value)) throw new SignatureError(`the component ${name} holds a line break`);
-    return `"${name}": ${value.trim()}`;
+    return `${name}: ${value.trim()}`;
   });
   lines.push(`"@signature-params": ${signatureParams}`);
   return lines.join('\n');

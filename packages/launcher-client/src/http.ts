@@ -2,7 +2,7 @@
  * Requests with typed failures, and the one backoff rule every retry uses: exponential with full
  * jitter, or the server's `Retry-After` when it gives one.
  */
-import { AbortedError, HttpError, NetworkError } from './errors.js';
+import { AbortedError, AnswerTooLargeError, HttpError, NetworkError } from './errors.js';
 
 export interface RetryOptions {
   /** Attempts after the first (default 5). */
@@ -57,12 +57,42 @@ function networkError(url: string, err: unknown, signal: AbortSignal | undefined
   return new NetworkError(`${url}: ${cause?.message ?? (err as Error).message}`, { cause: err });
 }
 
+/** One attempt's deadline and the caller's signal, as one signal (`deadline.caller` tells them apart). */
+export interface Deadline {
+  readonly signal: AbortSignal;
+  readonly caller: AbortSignal | undefined;
+  readonly timeoutMs: number;
+}
+
+/** A deadline of `timeoutMs` from now for one attempt (connecting, waiting and reading), or the caller's abort. */
+export function deadline(timeoutMs: number, caller?: AbortSignal): Deadline {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  return { signal: caller === undefined ? timeout : AbortSignal.any([caller, timeout]), caller, timeoutMs };
+}
+
+/** The failure of an attempt that `deadline` ended: `AbortedError` for the caller's, else a `NetworkError`. */
+function failure(url: string, err: unknown, within: Deadline | undefined): AbortedError | NetworkError {
+  if (within === undefined) return networkError(url, err, undefined);
+  if (within.caller?.aborted) return aborted(within.caller);
+  if (within.signal.aborted) return new NetworkError(`${url}: no answer within ${within.timeoutMs} ms`, { cause: err });
+  return networkError(url, err, undefined);
+}
+
 /** `fetch` whose failures are `NetworkError` or `AbortedError`. */
 export async function send(url: string, init: RequestInit & { signal?: AbortSignal }): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (err) {
     throw networkError(url, err, init.signal ?? undefined);
+  }
+}
+
+/** `fetch` within a deadline: failures are `NetworkError` (the deadline passed) or `AbortedError`. */
+export async function sendWithin(url: string, init: RequestInit, within: Deadline): Promise<Response> {
+  try {
+    return await fetch(url, { ...init, signal: within.signal });
+  } catch (err) {
+    throw failure(url, err, within);
   }
 }
 
@@ -75,14 +105,53 @@ export async function readBody(url: string, res: Response, signal?: AbortSignal)
   }
 }
 
-/** The `HttpError` of an unexpected answer (its `{error}` text when it has one). */
+/**
+ * The body of an answer of at most `maxBytes`, read within `within`: a larger one is refused as soon
+ * as its `Content-Length` says so or its bytes pass the limit (`AnswerTooLargeError`, the rest
+ * never read), so memory stays flat whatever the server sends.
+ */
+export async function readLimitedBody(
+  url: string,
+  res: Response,
+  maxBytes: number,
+  within?: Deadline,
+): Promise<Buffer> {
+  const tooLarge = () =>
+    new AnswerTooLargeError(`${url}: the answer is larger than ${maxBytes} bytes (maxAnswerBytes)`);
+  const declared = Number(res.headers.get('content-length') ?? Number.NaN);
+  if (declared > maxBytes) {
+    await res.body?.cancel().catch(() => undefined);
+    throw tooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let length = 0;
+  try {
+    for await (const chunk of res.body ?? []) {
+      length += chunk.length;
+      if (length > maxBytes) throw tooLarge();
+      chunks.push(Buffer.from(chunk));
+    }
+  } catch (err) {
+    // Leaving the loop early cancels the body: the connection is dropped, the rest never read.
+    if (err instanceof AnswerTooLargeError) throw err;
+    throw failure(url, err, within);
+  }
+  return Buffer.concat(chunks, length);
+}
+
+/** The most of an error answer read for its `{error}` text. */
+const ERROR_BODY_MAX_BYTES = 64 * 1024;
+
+/** The `HttpError` of an unexpected answer (its `{error}` text when it has one, read up to 64 KiB). */
 export async function httpError(url: string, res: Response): Promise<HttpError> {
   let message: string | null = null;
   try {
-    const body = (await res.json()) as { error?: unknown };
+    const body = JSON.parse((await readLimitedBody(url, res, ERROR_BODY_MAX_BYTES)).toString('utf8')) as {
+      error?: unknown;
+    };
     if (typeof body.error === 'string') message = body.error;
   } catch {
-    // not JSON: the status says enough
+    // not JSON, or too long: the status says enough
   }
   return new HttpError(res.status, url, message, retryAfterMs(res.headers.get('retry-after')));
 }

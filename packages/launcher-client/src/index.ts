@@ -34,6 +34,7 @@ export type { DeltaEngine, DeltaOffer } from './delta.js';
 export type { Progress } from './download.js';
 export {
   AbortedError,
+  AnswerTooLargeError,
   ArchiveError,
   ConflictError,
   DigestError,
@@ -44,6 +45,7 @@ export {
   NetworkError,
   NotFoundError,
   PublisherSignatureError,
+  RollbackError,
   SignatureError,
   StaleAnswerError,
   StateError,

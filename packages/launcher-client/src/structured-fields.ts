@@ -237,8 +237,12 @@ function serializeParameters(params: Parameters): string {
   return out;
 }
 
+/** §4.1.3: an item with its parameters (an RFC 9421 component identifier: `"@path";req`). */
+export function serializeItem(item: Item): string {
+  return serializeBareItem(item.value) + serializeParameters(item.params);
+}
+
 /** §4.1.1.1: an inner list with its parameters, as RFC 9421 puts it in `@signature-params`. */
 export function serializeInnerList(list: InnerList): string {
-  const items = list.items.map((item) => serializeBareItem(item.value) + serializeParameters(item.params));
-  return `(${items.join(' ')})${serializeParameters(list.params)}`;
+  return `(${list.items.map(serializeItem).join(' ')})${serializeParameters(list.params)}`;
 }

@@ -1,7 +1,7 @@
 /**
- * Verification, in one place and one order: an answer's digest, then its signature, then its age and
- * replay; a file's size, then its hash, then any further checks. Every answer the client uses and
- * every file it keeps passes through here first.
+ * Verification, in one place and one order: an answer's digest, then its signature over the base
+ * built from the request the client sent, then its time; a file's size, then its hash, then any
+ * further checks. Every answer the client uses and every file it keeps passes through here first.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
@@ -11,9 +11,18 @@ import type { StateFolder } from './state.js';
 import { isInnerList, parseDictionary, StructuredFieldError } from './structured-fields.js';
 import type { KeyRing } from './trust.js';
 
-/** An answer as received: its headers and the exact bytes of its body (no content coding undone). */
+/** A request as the client sent it: what a signed answer to it must cover. */
+export interface SentRequest {
+  readonly url: URL;
+  /** RFC 9530 `Content-Digest` of the body sent (a POST: covered instead of the query), else null. */
+  readonly contentDigest: string | null;
+  /** The query parameters covered one by one (check-update: slug, versionCode); null: the whole query. */
+  readonly coveredParams: readonly string[] | null;
+}
+
+/** An answer as received: its request, its headers and the exact bytes of its body (no content coding undone). */
 export interface ReceivedAnswer {
-  readonly url: string;
+  readonly request: SentRequest;
   readonly headers: Headers;
   readonly body: Buffer;
 }
@@ -21,8 +30,6 @@ export interface ReceivedAnswer {
 export interface AnswerPolicy {
   readonly keys: KeyRing;
   readonly replay: ReplayMemory;
-  /** Oldest acceptable `created`, in seconds before now (the service signs within the hour). */
-  readonly maxAgeSeconds: number;
   /** Fetches the service's key list and adopts endorsed keys (called once when no signer is trusted). */
   readonly refreshKeys: () => Promise<void>;
 }
@@ -32,6 +39,31 @@ export interface AnswerSignature {
   readonly keyId: string;
   /** Unix seconds. */
   readonly created: number;
+  readonly expires: number;
+}
+
+/** How far the launcher's clock may be from the service's: `created` this far ahead, `expires` this far past. */
+export const CLOCK_SKEW_SECONDS = 300;
+
+/** The RFC 9421 §2.2.8 value of a query parameter: decoded, then percent-encoded (form set, space as %20). */
+function queryParamValue(decoded: string): string {
+  return encodeURIComponent(decoded).replace(/[!'()~]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/**
+ * The components of the request a member must cover (the specification's "Signed answers" table),
+ * by serialized identifier, with their values as the client sent them (RFC 9421 §2.2, §2.4).
+ */
+export function requestComponents(request: SentRequest): Map<string, string> {
+  const { url } = request;
+  const covered = new Map([['"@path";req', url.pathname]]);
+  if (request.contentDigest !== null) covered.set('"content-digest";req', request.contentDigest);
+  else if (request.coveredParams === null) covered.set('"@query";req', url.search === '' ? '?' : url.search);
+  for (const name of request.coveredParams ?? []) {
+    const value = url.searchParams.get(name);
+    if (value !== null) covered.set(`"@query-param";name="${name}";req`, queryParamValue(value));
+  }
+  return covered;
 }
 
 /** 1. `Content-Digest` (RFC 9530) is the SHA-256 of the bytes received. */
@@ -59,17 +91,29 @@ function checkDigest(answer: ReceivedAnswer): void {
   }
 }
 
-/** 2. An RFC 9421 Ed25519 signature by a trusted key over exactly `("content-digest")`. */
+/**
+ * 2. An RFC 9421 Ed25519 signature by a trusted key over the answer's `content-digest` and every
+ * component of the request the client sent; a member that covers less is no member.
+ */
 async function checkSignature(answer: ReceivedAnswer, policy: AnswerPolicy): Promise<AnswerSignature> {
+  const values = new Map([
+    ['"content-digest"', answer.headers.get('content-digest')],
+    ...requestComponents(answer.request),
+  ]);
   const candidates = signatureCandidates(answer.headers.get('signature-input'), answer.headers.get('signature'))
-    .filter((c) => c.components.length === 1 && c.components[0] === 'content-digest')
+    .filter((c) => [...values.keys()].every((component) => c.components.includes(component)))
     .filter((c) => stringParam(c.params, 'alg') === 'ed25519')
     .flatMap((c) => {
       const keyId = stringParam(c.params, 'keyid');
       const created = integerParam(c.params, 'created');
-      return keyId === undefined || created === undefined ? [] : [{ ...c, keyId, created }];
+      const expires = integerParam(c.params, 'expires');
+      return keyId === undefined || created === undefined || expires === undefined
+        ? []
+        : [{ ...c, keyId, created, expires }];
     });
-  if (candidates.length === 0) throw new SignatureError('no ed25519 signature over content-digest');
+  if (candidates.length === 0) {
+    throw new SignatureError(`no ed25519 signature with created and expires covering ${[...values.keys()].join(' ')}`);
+  }
   const trusted = async () => {
     const found = [];
     for (const c of candidates) {
@@ -86,58 +130,63 @@ async function checkSignature(answer: ReceivedAnswer, policy: AnswerPolicy): Pro
   if (usable.length === 0) {
     throw new SignatureError(`signed by no trusted key (${candidates.map((c) => c.keyId).join(', ')})`);
   }
-  const valueOf = (name: string) => (name === 'content-digest' ? answer.headers.get('content-digest') : null);
   for (const c of usable) {
-    if (verifyEd25519(c.key, signatureBase(c.components, valueOf, c.signatureParams), c.signature)) {
-      return { keyId: c.keyId, created: c.created };
-    }
+    const base = signatureBase(c.components, (component) => values.get(component) ?? null, c.signatureParams);
+    if (verifyEd25519(c.key, base, c.signature)) return { keyId: c.keyId, created: c.created, expires: c.expires };
   }
-  throw new SignatureError(`the signature by ${usable.map((c) => c.keyId).join(', ')} does not verify`);
+  throw new SignatureError(
+    `the signature by ${usable.map((c) => c.keyId).join(', ')} does not verify as the answer to ${answer.request.url.pathname}`,
+  );
 }
 
-/** 3. Signed within `maxAgeSeconds`, and not before the newest answer of the same URL accepted. */
-async function checkFreshness(answer: ReceivedAnswer, signed: AnswerSignature, policy: AnswerPolicy): Promise<void> {
+/** 3. Not expired, not made in the future (within the clock skew), and not expired before an answer already accepted was signed. */
+async function checkTime(signed: AnswerSignature, policy: AnswerPolicy): Promise<void> {
   const nowSeconds = Math.floor(Date.now() / 1000);
-  if (Math.abs(nowSeconds - signed.created) > policy.maxAgeSeconds) {
-    throw new StaleAnswerError(
-      `the answer was signed at ${signed.created}, more than ${policy.maxAgeSeconds} s from now`,
-    );
+  if (signed.expires + CLOCK_SKEW_SECONDS <= nowSeconds) {
+    throw new StaleAnswerError(`the answer's signature expired at ${signed.expires}`);
   }
-  await policy.replay.accept(answer.url, signed.created);
+  if (signed.created - CLOCK_SKEW_SECONDS > nowSeconds) {
+    throw new StaleAnswerError(`the answer was signed at ${signed.created}, in the future`);
+  }
+  await policy.replay.accept(signed);
 }
 
 /** Verifies an answer before anything in it is used; a failure is a typed error. */
 export async function verifyAnswer(answer: ReceivedAnswer, policy: AnswerPolicy): Promise<AnswerSignature> {
   checkDigest(answer);
   const signed = await checkSignature(answer, policy);
-  await checkFreshness(answer, signed, policy);
+  await checkTime(signed, policy);
   return signed;
 }
 
 /**
- * The newest `created` accepted per URL, kept in the state folder's `answers.json`; an answer signed
- * before it is a replay. Entries older than the age limit are dropped (the age check refuses those).
+ * The newest `created` of any answer accepted, kept in the state folder's `answers.json`: a lower
+ * bound on the time that a device clock set back cannot move. An answer whose signature expired
+ * before it is refused even when the device's clock says it has not. It never refuses a genuine
+ * answer from another instance: every genuine answer expires at least an hour after it was signed,
+ * later than anything signed before it was sent. (Older answers to the same request are not
+ * refused: several instances sign independently, and the binding to the request and `expires`
+ * already bound what a replay can do; see "What a launcher checks".)
  */
 export class ReplayMemory {
-  private newest: Promise<Record<string, number>> | null = null;
+  private newest: Promise<number> | null = null;
 
-  constructor(
-    private readonly state: StateFolder,
-    private readonly maxAgeSeconds: number,
-  ) {}
+  constructor(private readonly state: StateFolder) {}
 
-  async accept(url: string, created: number): Promise<void> {
-    this.newest ??= this.state.readJson<Record<string, number>>('answers.json', {});
+  async accept(signed: AnswerSignature): Promise<void> {
+    // (An earlier version kept the newest per URL: the largest of those is the same bound.)
+    this.newest ??= this.state
+      .readJson<Record<string, number>>('answers.json', {})
+      .then((kept) => Math.max(0, ...Object.values(kept).filter(Number.isFinite)));
     const newest = await this.newest;
-    const seen = newest[url];
-    if (seen !== undefined && created < seen) {
-      throw new StaleAnswerError(`replayed answer: signed at ${created}, before the accepted one of ${seen}`);
+    if (signed.expires <= newest) {
+      throw new StaleAnswerError(
+        `replayed answer: its signature expired at ${signed.expires}, before an accepted answer was signed (${newest})`,
+      );
     }
-    if (seen === created) return;
-    newest[url] = created;
-    const horizon = Math.floor(Date.now() / 1000) - this.maxAgeSeconds;
-    for (const [key, at] of Object.entries(newest)) if (at < horizon) delete newest[key];
-    await this.state.writeJson('answers.json', newest);
+    if (signed.created <= newest) return;
+    this.newest = Promise.resolve(signed.created);
+    await this.state.writeJson('answers.json', { newestCreated: signed.created });
   }
 }
 

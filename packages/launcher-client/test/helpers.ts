@@ -8,7 +8,20 @@ import http, { type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from '../../../test/helpers/app.js';
+import { Readable } from 'node:stream';
+import { buildApp } from '../../../src/app.js';
+import { loadConfig } from '../../../src/config.js';
+import { openDatabase } from '../../../src/db/index.js';
+import { LocalStorage } from '../../../src/storage/local.js';
+import {
+  ADMIN,
+  admin,
+  buildTestApp,
+  createPackage,
+  createVersion,
+  type TestApp,
+  upload,
+} from '../../../test/helpers/app.js';
 import type { TrustedKey } from '../src/index.js';
 
 export interface Seen {
@@ -25,10 +38,18 @@ export interface Answer {
   /** Send the headers and this many bytes of the body, then cut the connection (or `hold` it open). */
   cutAfter?: number;
   hold?: boolean;
+  /** Send this instead of `body`, chunked (no Content-Length), as long as the client reads. */
+  stream?: () => AsyncIterable<Buffer>;
 }
 
-/** Decides a request's answer: `upstream()` fetches the service's; undefined passes it through. */
-export type Rule = (seen: Seen, upstream: () => Promise<Answer>) => Promise<Answer | undefined> | Answer | undefined;
+/**
+ * Decides a request's answer: `upstream()` fetches the service's (`upstream(url)`: for another path
+ * and query); undefined passes it through.
+ */
+export type Rule = (
+  seen: Seen,
+  upstream: (url?: string) => Promise<Answer>,
+) => Promise<Answer | undefined> | Answer | undefined;
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
 
@@ -51,11 +72,17 @@ export class TamperProxy {
         const body = Buffer.concat(chunks);
         const seen: Seen = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, at: Date.now() };
         proxy!.seen.push(seen);
-        const upstream = () => forward(upstreamUrl, seen, body);
+        const upstream = (url = seen.url) => forward(upstreamUrl, { ...seen, url }, body);
         const answer = (await proxy!.rule?.(seen, upstream)) ?? (await upstream());
         const headers = Object.fromEntries(
           Object.entries(answer.headers).filter(([name, v]) => v !== undefined && !HOP_BY_HOP.has(name.toLowerCase())),
         );
+        if (answer.stream !== undefined) {
+          res.writeHead(answer.status, headers);
+          const source = Readable.from(answer.stream());
+          res.on('close', () => source.destroy());
+          return void source.pipe(res);
+        }
         res.writeHead(answer.status, { ...headers, 'content-length': String(answer.body.length) });
         if (answer.cutAfter === undefined) return void res.end(answer.body);
         res.write(answer.body.subarray(0, answer.cutAfter), () => {
@@ -81,7 +108,8 @@ export class TamperProxy {
   }
 }
 
-function forward(target: URL, seen: Seen, body: Buffer): Promise<Answer> {
+/** The answer of the service at `target` to the request `seen` (with `body`), read whole. */
+export function forward(target: URL, seen: Seen, body: Buffer = Buffer.alloc(0)): Promise<Answer> {
   return new Promise((resolve, reject) => {
     // The client's Host goes along, so the service's absolute URLs point at the proxy.
     const req = http.request(
@@ -137,6 +165,27 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
   };
 }
 
+/**
+ * Another instance of `t`'s service, on the same database (its own caches, so its own signatures),
+ * listening on loopback: two instances behind one balancer.
+ */
+export async function startTwin(t: TestApp): Promise<{ url: string; close(): Promise<void> }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-twin-'));
+  const config = loadConfig({ DATA_DIR: dir, ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password });
+  const database = await openDatabase(t.testDb.config);
+  const storage = new LocalStorage(path.join(dir, 'uploads'));
+  const app = await buildApp({ config: { ...config, database: t.testDb.config }, database, storage, logger: false });
+  const url = await app.server.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    url,
+    async close() {
+      await app.close();
+      await database.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** A launcher package (`slug`) with an uploaded file per version; answers the package id. */
 export async function launcherPackage(t: TestApp, slug: string): Promise<string> {
   return (await createPackage(t, { slug, name: slug })).id;
@@ -170,16 +219,29 @@ export { admin };
  */
 export const NODE_24 = ['npx', ['-y', '--prefer-offline', 'node@24']] as const;
 
-/** Signs `body` as the service does, with `key` (an attacker's, in tests of refusal). */
+/**
+ * Signs `body` as the service signs its answer to the GET `requestUrl` (path and query as sent),
+ * with `key` (an attacker's, in tests of refusal).
+ */
 export function signLikeTheService(
   body: Buffer,
   key: KeyObject,
   keyId: string,
+  requestUrl: string,
   created = Math.floor(Date.now() / 1000),
 ) {
   const digest = `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
-  const params = `("content-digest");created=${created};keyid="${keyId}";alg="ed25519"`;
-  const base = `"content-digest": ${digest}\n"@signature-params": ${params}`;
+  const url = new URL(requestUrl, 'http://localhost');
+  const components: [string, string][] = [['"@path";req', url.pathname]];
+  if (url.pathname === '/api/software/check-update') {
+    for (const name of ['slug', 'versionCode']) {
+      components.push([`"@query-param";name="${name}";req`, encodeURIComponent(url.searchParams.get(name) ?? '')]);
+    }
+  } else components.push(['"@query";req', url.search || '?']);
+  const covered = components.map(([id]) => id).join(' ');
+  const params = `("content-digest" ${covered});created=${created};expires=${created + 3600};keyid="${keyId}";alg="ed25519"`;
+  const lines = components.map(([id, value]) => `${id}: ${value}`).join('\n');
+  const base = `"content-digest": ${digest}\n${lines}\n"@signature-params": ${params}`;
   return {
     'content-digest': digest,
     'signature-input': `sig1=${params}`,

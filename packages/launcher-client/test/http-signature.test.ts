@@ -35,8 +35,19 @@ describe('RFC 9421 signature base and Ed25519 (Appendix B.2.6)', () => {
 
   it('parses the candidate and rebuilds the signature base byte for byte', () => {
     expect(candidate?.label).toBe('sig-b26');
-    expect(candidate?.components).toEqual(['date', '@method', '@path', '@authority', 'content-type', 'content-length']);
-    const base = signatureBase(candidate!.components, (c) => B2_REQUEST[c] ?? null, candidate!.signatureParams);
+    expect(candidate?.components).toEqual([
+      '"date"',
+      '"@method"',
+      '"@path"',
+      '"@authority"',
+      '"content-type"',
+      '"content-length"',
+    ]);
+    const base = signatureBase(
+      candidate!.components,
+      (c) => B2_REQUEST[c.slice(1, -1)] ?? null,
+      candidate!.signatureParams,
+    );
     expect(base).toBe(B26_BASE);
   });
 
@@ -51,7 +62,7 @@ describe('RFC 9421 signature base and Ed25519 (Appendix B.2.6)', () => {
   });
 
   it('a missing signed component is a SignatureError', () => {
-    expect(() => signatureBase(['date'], () => null, '("date")')).toThrow(SignatureError);
+    expect(() => signatureBase(['"date"'], () => null, '("date")')).toThrow(SignatureError);
   });
 
   it('verifies the service shape: ("content-digest") with created, keyid, alg', () => {
@@ -81,7 +92,7 @@ describe('RFC 9421 signature base and Ed25519 (Appendix B.2.6)', () => {
       [B26_INPUT, 'sig-b26="a string"'],
       [B26_INPUT, 'other=:AAAA:'],
       ['sig-b26="date"', B26_SIGNATURE],
-      ['sig-b26=("date";sf)', B26_SIGNATURE],
+      ['sig-b26=(1)', B26_SIGNATURE],
       ['sig-b26=(date)', B26_SIGNATURE],
     ];
     for (const [input, signature] of bad) {

@@ -5,15 +5,30 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { admin, upload } from '../../../test/helpers/app.js';
 import { setClock } from '../../../src/domain/clock.js';
-import { DigestError, SignatureError, StaleAnswerError, type TrustedKey, UpdateManager } from '../src/index.js';
+import { bucketOf } from '../../../test/helpers/bucket.js';
+import { ENGINE } from '../../../test/helpers/db.js';
+import {
+  AbortedError,
+  AnswerTooLargeError,
+  DigestError,
+  NetworkError,
+  RollbackError,
+  SignatureError,
+  StaleAnswerError,
+  type TrustedKey,
+  UpdateManager,
+  type UpdateManagerOptions,
+} from '../src/index.js';
 import {
   type Answer,
   downloadsOf,
+  forward,
   launcherPackage,
   publishVersion,
   type Service,
   signLikeTheService,
   startService,
+  startTwin,
 } from './helpers.js';
 
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
@@ -33,14 +48,29 @@ afterEach(() => {
 });
 afterAll(() => s.close());
 
-function manager(options: { stateDir?: string; trustedKeys?: TrustedKey[]; maxAnswerAgeSeconds?: number } = {}) {
+function manager(options: Partial<UpdateManagerOptions> = {}) {
   return new UpdateManager({
     serverUrl: s.proxy.url,
-    trustedKeys: options.trustedKeys ?? pinned,
-    stateDir: options.stateDir ?? s.stateDir(),
+    trustedKeys: pinned,
+    stateDir: s.stateDir(),
     app: 'tam',
     retry: { baseDelayMs: 10 },
-    ...(options.maxAnswerAgeSeconds === undefined ? {} : { maxAnswerAgeSeconds: options.maxAnswerAgeSeconds }),
+    ...options,
+  });
+}
+
+/** Runs the CLI against the proxy with the pinned keys and `stateDir`. */
+function cli(args: string[], stateDir: string, trustedKeys = pinned) {
+  const keys = path.join(stateDir, 'keys.json');
+  fs.writeFileSync(keys, JSON.stringify(trustedKeys));
+  const all = [...args, '--server', s.proxy.url, '--trust', keys, '--state', stateDir];
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...all]);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -74,7 +104,12 @@ describe('every answer is verified before anything is used', () => {
   it('a byte changed and the digest made anew: SignatureError (the signature covers the digest)', async () => {
     tamperChecks((a) => {
       const body = flipByte(a.body);
-      const { 'content-digest': digest } = signLikeTheService(body, generateKeyPairSync('ed25519').privateKey, 'x');
+      const { 'content-digest': digest } = signLikeTheService(
+        body,
+        generateKeyPairSync('ed25519').privateKey,
+        'x',
+        '/',
+      );
       return { ...a, body, headers: { ...a.headers, 'content-digest': digest } };
     });
     await expect(manager().checkForUpdates(1)).rejects.toBeInstanceOf(SignatureError);
@@ -136,7 +171,7 @@ describe('every answer is verified before anything is used', () => {
       return {
         ...answer,
         body,
-        headers: { ...answer.headers, ...signLikeTheService(body, attacker.privateKey, 'evil2') },
+        headers: { ...answer.headers, ...signLikeTheService(body, attacker.privateKey, 'evil2', seen.url) },
       };
     };
     const stateDir = s.stateDir();
@@ -146,84 +181,247 @@ describe('every answer is verified before anything is used', () => {
     expect(fs.existsSync(path.join(stateDir, 'trusted-keys.json'))).toBe(false);
   });
 
-  it('a replayed older answer of the same URL is refused, even within the hour', async () => {
-    const stateDir = s.stateDir();
-    let recorded: Answer | null = null;
-    tamperChecks((a) => (recorded ??= a));
-    expect(await manager({ stateDir }).checkForUpdates(2)).toMatchObject({ result: 'up-to-date' });
-    s.proxy.rule = null;
-    // Later, the service answers anew (a change, signed a minute later): accepted and remembered.
-    setClock(() => Date.now() + 60_000);
-    const full = (await s.t.inject('/api/software/tam-launcher')).json<{ id: string }>();
-    expect(full.id).toBeTruthy();
-    await publishVersion(s.t, full.id, 3);
-    expect(await manager({ stateDir }).checkForUpdates(2)).toMatchObject({
-      result: 'up-to-date',
-      optional: { versionCode: 3 },
-    });
-    // The old answer replayed (a freeze attack): refused, by a new UpdateManager on the same state folder too.
-    tamperChecks(() => recorded!);
-    await expect(manager({ stateDir }).checkForUpdates(2)).rejects.toBeInstanceOf(StaleAnswerError);
-    // Another device (another state folder) has no memory of the newer answer: the old one is still fresh.
-    expect(await manager().checkForUpdates(2)).toBeTruthy();
-  });
-
-  it('an answer signed longer ago than the limit is refused (1 hour by default, configurable)', async () => {
+  it('an expired answer is refused (signed 2 hours ago); one signed 65 s ago is accepted; maxAnswerAgeSeconds was dropped', async () => {
     const full = await launcherPackage(s.t, 'old-launcher');
     await publishVersion(s.t, full, 1);
     setClock(() => Date.now() - 2 * 3600_000);
-    const m = new UpdateManager({ serverUrl: s.proxy.url, trustedKeys: pinned, stateDir: s.stateDir(), app: 'old' });
-    await expect(m.checkForUpdates(1)).rejects.toBeInstanceOf(StaleAnswerError);
-    const fresh = await launcherPackage(s.t, 'ten-launcher');
+    await expect(manager({ app: 'old' }).checkForUpdates(1)).rejects.toBeInstanceOf(StaleAnswerError);
+    const fresh = await launcherPackage(s.t, 'sec-launcher');
     await publishVersion(s.t, fresh, 1);
-    setClock(() => Date.now() - 10 * 60_000);
-    const strict = new UpdateManager({
-      serverUrl: s.proxy.url,
-      trustedKeys: pinned,
-      stateDir: s.stateDir(),
-      app: 'ten',
-      maxAnswerAgeSeconds: 300,
-    });
-    await expect(strict.checkForUpdates(1)).rejects.toBeInstanceOf(StaleAnswerError);
-    const lenient = new UpdateManager({
-      serverUrl: s.proxy.url,
-      trustedKeys: pinned,
-      stateDir: s.stateDir(),
-      app: 'ten',
-    });
-    expect(await lenient.checkForUpdates(1)).toMatchObject({ result: 'up-to-date' });
+    setClock(() => Date.now() - 65_000);
+    await fetch(`${s.proxy.url}/api/software/check-update?slug=sec-launcher&versionCode=1`);
+    setClock(null);
+    const res = await fetch(`${s.proxy.url}/api/software/check-update?slug=sec-launcher&versionCode=1`);
+    const created = Number(/;created=(\d+);/.exec(res.headers.get('signature-input') ?? '')?.[1]);
+    expect(Date.now() / 1000 - created).toBeGreaterThanOrEqual(64);
+    expect(await manager({ app: 'sec' }).checkForUpdates(1)).toMatchObject({ result: 'up-to-date' });
+    expect(() => manager({ maxAnswerAgeSeconds: 60 } as unknown as UpdateManagerOptions)).toThrow(TypeError);
   });
 
   it('the CLI exits 2 with {error, kind} and leaves no file in downloads', async () => {
     tamperChecks((a) => ({ ...a, body: flipByte(a.body) }));
     const stateDir = s.stateDir();
-    const keys = path.join(stateDir, 'keys.json');
-    fs.writeFileSync(keys, JSON.stringify(pinned));
-    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const args = [
-        'update',
-        '--server',
-        s.proxy.url,
-        '--trust',
-        keys,
-        '--state',
-        stateDir,
-        '--app',
-        'tam',
-        '--version-code',
-        '1',
-      ];
-      const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args]);
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
+    const run = await cli(['update', '--app', 'tam', '--version-code', '1'], stateDir);
     expect(run.code).toBe(2);
     expect(run.stdout).toBe('');
     expect(JSON.parse(run.stderr.trim())).toMatchObject({ kind: 'digest', error: expect.any(String) });
     expect(downloadsOf(stateDir)).toEqual([]);
+  });
+});
+
+describe("signed answers bound to their request (TUF's rollback, mix-and-match, freeze)", () => {
+  /** Records the service's answer to each check-update request, by `slug` and `versionCode`. */
+  const recorded = new Map<string, Answer>();
+  const keyOf = (url: string) => {
+    const query = new URL(url, 'http://x').searchParams;
+    return `${query.get('slug')}:${query.get('versionCode')}`;
+  };
+  /** Serves the answer recorded for `from` (slug:versionCode) to every check-update of `to`. */
+  function serve(to: string, from: string) {
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isCheck(seen.url)) return undefined;
+      return keyOf(seen.url) === to ? recorded.get(from) : upstream();
+    };
+  }
+  async function record(slug: string, versionCode: number) {
+    const res = await fetch(`${s.proxy.url}/api/software/check-update?slug=${slug}&versionCode=${versionCode}`, {
+      headers: { 'accept-encoding': 'identity' },
+    });
+    const headers = Object.fromEntries(res.headers);
+    recorded.set(`${slug}:${versionCode}`, { status: res.status, headers, body: Buffer.from(await res.arrayBuffer()) });
+  }
+
+  beforeAll(async () => {
+    const full = await launcherPackage(s.t, 'bind-launcher');
+    await publishVersion(s.t, full, 100);
+    await publishVersion(s.t, full, 130, { forceUpdate: true });
+    const patch = await launcherPackage(s.t, 'bind-launcher-patch');
+    await publishVersion(s.t, patch, 130);
+    await publishVersion(s.t, patch, 131);
+    await record('bind-launcher', 100);
+    await record('bind-launcher', 140);
+    await record('bind-launcher', 130);
+    await record('bind-launcher-patch', 130);
+  });
+
+  it('rollback: the answer recorded for versionCode=100 served to a launcher on 140 is refused, nothing downloaded', async () => {
+    serve('bind-launcher:140', 'bind-launcher:100');
+    const stateDir = s.stateDir();
+    const from = s.proxy.seen.length;
+    await expect(manager({ app: 'bind', stateDir }).checkForUpdates(140)).rejects.toThrow(SignatureError);
+    expect(downloads(from)).toEqual([]);
+    expect(downloadsOf(stateDir)).toEqual([]);
+  });
+
+  it('freeze: a fresh answer for versionCode=130 served to a launcher on 100 is refused (it hides a forced update)', async () => {
+    serve('bind-launcher:100', 'bind-launcher:130');
+    await expect(manager({ app: 'bind' }).checkForUpdates(100)).rejects.toThrow(/does not verify as the answer/);
+    s.proxy.rule = null;
+    expect(await manager({ app: 'bind' }).checkForUpdates(100)).toMatchObject({
+      result: 'mandatory',
+      update: { versionCode: 130 },
+    });
+  });
+
+  it("mix-and-match: the patch package's answer served as the full package's, and the other way, are refused", async () => {
+    serve('bind-launcher:130', 'bind-launcher-patch:130');
+    await expect(manager({ app: 'bind' }).checkForUpdates(130)).rejects.toThrow(SignatureError);
+    serve('bind-launcher-patch:130', 'bind-launcher:100');
+    const stateDir = s.stateDir();
+    await expect(manager({ app: 'bind', stateDir }).checkForUpdates(130)).rejects.toThrow(SignatureError);
+    expect(downloadsOf(stateDir)).toEqual([]);
+    s.proxy.rule = null;
+    expect(await manager({ app: 'bind' }).checkForUpdates(130)).toMatchObject({
+      result: 'patch',
+      update: { kind: 'patch', versionCode: 131 },
+    });
+  });
+
+  it('rollback through a rollout: the answer for a device outside a 10 % rollout served to one inside it (on 1.9.0) is refused', async () => {
+    const full = await launcherPackage(s.t, 'roll-launcher');
+    await publishVersion(s.t, full, 170);
+    await publishVersion(s.t, full, 180, { forceUpdate: true });
+    const staged = await publishVersion(s.t, full, 190, { rolloutPercent: 10 });
+    const devices = Array.from({ length: 400 }, (_, i) => `device-${i}`);
+    const outside = devices.find((d) => bucketOf(staged.id, d) >= 10)!;
+    // What the service tells a device outside the rollout, on 1.7.0: mandatory 1.8.0.
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isCheck(seen.url)) return undefined;
+      const answer = await upstream(
+        `/api/software/check-update?slug=roll-launcher&versionCode=170&deviceId=${outside}`,
+      );
+      expect(JSON.parse(answer.body.toString())).toMatchObject({ hasUpdate: true, latest: { versionCode: 180 } });
+      return answer;
+    };
+    const stateDir = s.stateDir();
+    await expect(manager({ app: 'roll', stateDir }).checkForUpdates(190)).rejects.toBeInstanceOf(SignatureError);
+    expect(downloadsOf(stateDir)).toEqual([]);
+  });
+
+  it("an offer not above the launcher's own version, even signed by a trusted key for this very request, is a RollbackError: exit 2, nothing downloaded", async () => {
+    // A trusted key that signs what it is given (a service that went wrong, or a stolen key).
+    const rogue = generateKeyPairSync('ed25519');
+    const raw = Buffer.from(rogue.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
+    const trustedKeys = [...pinned, { keyId: 'rogue', publicKey: raw }];
+    let code = 0;
+    let downgrade = false;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isCheck(seen.url)) return undefined;
+      const answer = await upstream();
+      const body = JSON.parse(answer.body.toString()) as { latest: { versionCode: number } };
+      const offered = Buffer.from(
+        JSON.stringify({
+          ...body,
+          hasUpdate: true,
+          forceUpdate: true,
+          downgrade,
+          latest: { ...body.latest, versionCode: code },
+        }),
+      );
+      return {
+        ...answer,
+        body: offered,
+        headers: { ...answer.headers, ...signLikeTheService(offered, rogue.privateKey, 'rogue', seen.url) },
+      };
+    };
+    const stateDir = s.stateDir();
+    for (code of [2, 1]) {
+      await expect(manager({ stateDir, trustedKeys }).checkForUpdates(2)).rejects.toBeInstanceOf(RollbackError);
+    }
+    // The patch package: not above the patch code sent, even with downgrade.
+    code = 131;
+    downgrade = true;
+    await expect(
+      manager({ stateDir, trustedKeys, app: 'bind' }).checkUpdate('bind-launcher-patch', 131),
+    ).rejects.toThrow(RollbackError);
+    // A full package's downgrade (off a revoked version) is an offer below the launcher's own: taken.
+    code = 1;
+    expect(await manager({ stateDir, trustedKeys }).checkForUpdates(2)).toMatchObject({ result: 'mandatory' });
+    downgrade = false;
+    code = 2;
+    const run = await cli(['update', '--app', 'tam', '--version-code', '2'], stateDir, trustedKeys);
+    expect(run.code).toBe(2);
+    expect(JSON.parse(run.stderr.trim())).toMatchObject({
+      kind: 'rollback',
+      error: expect.stringContaining('rollback'),
+    });
+    expect(downloadsOf(stateDir)).toEqual([]);
+  });
+
+  it('an endless answer (1,500 MiB chunked, no digest) is refused early, memory flat', async () => {
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    let sent = 0;
+    s.proxy.rule = (seen) =>
+      isCheck(seen.url)
+        ? {
+            status: 200,
+            headers: { 'content-type': 'application/json' },
+            body: Buffer.alloc(0),
+            stream: async function* () {
+              for (; sent < 1500; sent++) yield chunk;
+            },
+          }
+        : undefined;
+    const before = process.memoryUsage().rss;
+    const started = Date.now();
+    await expect(manager().checkForUpdates(1)).rejects.toBeInstanceOf(AnswerTooLargeError);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(sent).toBeLessThan(100);
+    expect(process.memoryUsage().rss - before).toBeLessThan(200 * 1024 * 1024);
+  });
+
+  it('a silent server: each attempt ends at timeoutMs (retries included), and the caller can abort', async () => {
+    s.proxy.rule = (seen) => (isCheck(seen.url) ? new Promise<never>(() => undefined) : undefined);
+    const started = Date.now();
+    const m = manager({ timeoutMs: 300, retry: { retries: 1, baseDelayMs: 10 } });
+    await expect(m.checkForUpdates(1)).rejects.toThrow(NetworkError);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(Date.now() - started).toBeLessThan(3000);
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('the user closed the launcher')), 200);
+    const aborted = Date.now();
+    await expect(manager().checkForUpdates(1, 1, controller.signal)).rejects.toBeInstanceOf(AbortedError);
+    expect(Date.now() - aborted).toBeLessThan(2000);
+    await expect(manager().checkAddons([], AbortSignal.abort())).rejects.toBeInstanceOf(AbortedError);
+    await expect(manager().releaseByHash('0'.repeat(64), AbortSignal.abort())).rejects.toBeInstanceOf(AbortedError);
+  });
+});
+
+const onPostgres = ENGINE === 'postgres' ? describe : describe.skip;
+
+onPostgres('two instances on one PostgreSQL database behind one balancer (no attack)', () => {
+  let twin: Awaited<ReturnType<typeof startTwin>>;
+  beforeAll(async () => {
+    twin = await startTwin(s.t);
+    const full = await launcherPackage(s.t, 'lb-launcher');
+    await publishVersion(s.t, full, 1);
+    await publishVersion(s.t, full, 2);
+  });
+  afterAll(() => twin.close());
+
+  it('a genuine answer from instance 1 is accepted after instance 2 signed a newer one, and the other way', async () => {
+    // Requests go to the instance `to` names; each keeps and signs its own answers.
+    let to: 'one' | 'two' = 'one';
+    s.proxy.rule = (seen, upstream) => (to === 'one' ? upstream() : forward(new URL(twin.url), seen));
+    const stateDir = s.stateDir();
+    const check = () => manager({ app: 'lb', stateDir }).checkForUpdates(1);
+    const created = async () => {
+      const res = await fetch(`${s.proxy.url}/api/software/check-update?slug=lb-launcher&versionCode=1`);
+      return Number(/;created=(\d+);/.exec(res.headers.get('signature-input') ?? '')?.[1]);
+    };
+    expect(await check()).toMatchObject({ result: 'up-to-date', optional: { versionCode: 2 } });
+    const first = await created();
+    // Two minutes later instance 2 signs the same answer anew.
+    setClock(() => Date.now() + 120_000);
+    to = 'two';
+    expect(await check()).toMatchObject({ optional: { versionCode: 2 } });
+    expect(await created()).toBeGreaterThan(first + 100);
+    // Instance 1's answer, kept and signed earlier, is still genuine: accepted.
+    to = 'one';
+    expect(await created()).toBe(first);
+    expect(await check()).toMatchObject({ optional: { versionCode: 2 } });
+    to = 'two';
+    expect(await check()).toMatchObject({ optional: { versionCode: 2 } });
   });
 });
 

@@ -71,6 +71,8 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
           {
             // Machine endpoints for launchers: browser security headers would only cost time here.
             securityHeaders: false,
+            // One signature serves every device that gets the same answer (deviceId and lang uncovered).
+            config: { signedQueryParams: ['slug', 'versionCode'] },
             schema: {
               tags: ['software'],
               summary: 'Does a newer version of a package exist? (launcher self-update)',
