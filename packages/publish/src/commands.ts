@@ -5,7 +5,15 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { releaseTrustedComment, versionTrustedComment } from 'patchwell-client/minisign';
+import {
+  checkSignature,
+  type MinisignSignature,
+  parsePublicKeys,
+  parseSignature,
+  prehashFile,
+  releaseTrustedComment,
+  versionTrustedComment,
+} from 'patchwell-client/minisign';
 import { type Addon, Api, ApiError, type Me, type Package, type Release, tokenFrom, type Version } from './api.js';
 import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
@@ -41,6 +49,11 @@ const upload: OptionSpecs = {
     value: 'FILE',
     help: 'sign the build with this minisign secret key (its password in LAUNCHER_SIGN_PASSWORD)',
   },
+  signature: {
+    value: 'FILE.minisig',
+    help: 'a signature made elsewhere (minisign -S -t "<trusted comment>"), checked before the upload',
+  },
+  'publisher-key': { value: 'PUB', help: 'with --signature: the minisign public key it must verify with' },
 };
 
 const changelog: OptionSpecs = {
@@ -59,9 +72,42 @@ async function signatureFor(
   trustedComment: string,
 ): Promise<string | undefined> {
   const keyFile = options.get('sign-key');
+  const given = options.get('signature');
+  if (keyFile !== undefined && given !== undefined)
+    throw new UsageError('--sign-key and --signature: give one of them');
+  if (given !== undefined) return checkedSignature(await fs.readFile(given, 'utf8'), options, file, trustedComment);
   if (keyFile === undefined) return undefined;
   const key = await parseSecretKey(await fs.readFile(keyFile, 'utf8'), context.env.LAUNCHER_SIGN_PASSWORD ?? '');
   return signFile(key, file.path, trustedComment);
+}
+
+/**
+ * A signature made elsewhere (`minisign -S` on an offline machine), checked before anything is sent:
+ * its trusted comment names this package or addon, version and file SHA-256; with
+ * `--publisher-key` it must also verify with that key over this file.
+ */
+async function checkedSignature(
+  text: string,
+  options: ParsedOptions,
+  file: LocalFile,
+  trustedComment: string,
+): Promise<string> {
+  let signature: MinisignSignature;
+  try {
+    signature = parseSignature(text);
+  } catch (err) {
+    throw new Error(`--signature: ${(err as Error).message}`, { cause: err });
+  }
+  if (signature.trustedComment !== trustedComment) {
+    throw new Error(`--signature: its trusted comment is "${signature.trustedComment}", expected "${trustedComment}"`);
+  }
+  const publisherKey = options.get('publisher-key');
+  if (publisherKey !== undefined) {
+    const keys = parsePublicKeys(await fs.readFile(publisherKey, 'utf8'));
+    const verdict = checkSignature(signature, keys, await prehashFile(file.path), trustedComment);
+    if (!verdict.ok) throw new Error(`--signature: ${verdict.reason}`);
+  }
+  return text;
 }
 
 /** Writes a new minisign key pair: publisher.pub and publisher.key (never over existing files). */

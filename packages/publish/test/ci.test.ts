@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,7 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
+import { minisign, minisignKeyPair } from '../../../test/helpers/minisign.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { versionTrustedComment } from 'patchwell-client/minisign';
 
 /**
  * launcher-publish as CI expects it (issue 38), against the real service behind a proxy that counts
@@ -185,5 +187,37 @@ describe('launcher-publish in CI', () => {
     expect(b.code, b.stderr).toBe(0);
     expect(JSON.parse(a.stdout).id).toBe(JSON.parse(b.stdout).id);
     expect((await versions()).filter((v) => v.versionCode === 400)).toHaveLength(1);
+  });
+
+  it("--signature FILE.minisig: Debian's minisign -S on an offline machine; checked before anything is sent", async () => {
+    const offline = minisignKeyPair(dir, 'offline');
+    const other = minisignKeyPair(dir, 'other');
+    const file = build('signed.bin');
+    const sha256 = createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+    const sign = (comment: string, name: string) => {
+      const signature = path.join(dir, name);
+      minisign(['-S', '-s', offline.key, '-m', file, '-x', signature, '-t', comment], { cwd: dir });
+      return signature;
+    };
+    const good = sign(versionTrustedComment({ slug: 'ci-launcher', versionCode: 600, sha256 }), 'good.minisig');
+    const wrongCode = sign(versionTrustedComment({ slug: 'ci-launcher', versionCode: 599, sha256 }), 'old.minisig');
+
+    const mismatch = await run(versionArgs(file, 600, ['--signature', wrongCode]));
+    expect(mismatch.code).toBe(1);
+    expect(errorOf(mismatch)).toMatch(/--signature: its trusted comment is "package=ci-launcher versionCode=599/);
+    const untrusted = await run(versionArgs(file, 600, ['--signature', good, '--publisher-key', other.pub]));
+    expect(untrusted.code).toBe(1);
+    expect(errorOf(untrusted)).toMatch(/--signature: signed by key .* not a trusted key/);
+    expect(proxied.patchBytes).toBe(0);
+
+    const signed = await run(versionArgs(file, 600, ['--signature', good, '--publisher-key', offline.pub]));
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(JSON.parse(signed.stdout)).toMatchObject({ versionCode: 600, sha256 });
+    const row = await t.app.ctx.db
+      .selectFrom('softwareVersions')
+      .select('fileSignature')
+      .where('versionCode', '=', 600)
+      .executeTakeFirstOrThrow();
+    expect(row.fileSignature).toBe(fs.readFileSync(good, 'utf8'));
   });
 });
