@@ -154,6 +154,18 @@ function publishAt(options: ParsedOptions): string | undefined {
   return text;
 }
 
+/** `--create-package`'s body: `--name` is an alias of `--name-zh` (which wins), as the API has it. */
+function packageFields(options: ParsedOptions): Record<string, unknown> {
+  const nameZh = options.get('name-zh') ?? options.get('name');
+  if (nameZh === undefined) throw new UsageError('--create-package: --name (or --name-zh) is required');
+  return defined({
+    nameZh,
+    nameEn: options.get('name-en'),
+    descriptionZh: options.get('description-zh') ?? options.get('description'),
+    descriptionEn: options.get('description-en'),
+  });
+}
+
 /** The Idempotency-Key of a publication: concurrent runs for the same build make one entry. */
 const idempotencyKey = (...parts: (string | number)[]): string =>
   createHash('sha256').update(parts.join('\n')).digest('hex');
@@ -210,7 +222,11 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const file = await describeFile(options.require('file'));
   await checkRole(api);
   const pkgPath = `/api/admin/software/${encodeURIComponent(slug)}`;
-  const pkg = await api.json<Package>('GET', pkgPath);
+  const pkg = await api.json<Package>('GET', pkgPath).catch(async (err: unknown) => {
+    if (!(err instanceof ApiError && err.status === 404 && options.flag('create-package'))) throw err;
+    await api.json('POST', '/api/software', { slug, ...packageFields(options) });
+    return api.json<Package>('GET', pkgPath);
+  });
   /** The stored version of this versionCode when it holds this file and version (a rerun), else a conflict. */
   const stored = (versions: Package['versions']) => {
     const existing = versions.find((v) => v.versionCode === versionCode);
@@ -337,6 +353,13 @@ export const commands: Record<string, Command> = {
         help: 'the integer version code (0 or more), above the latest unless --allow-older',
         required: true,
       },
+      'create-package': { help: 'create the package when it does not exist (needs --name)' },
+      name: { value: 'T', help: "with --create-package: the package's name (an alias of --name-zh)" },
+      'name-zh': { value: 'T', help: 'with --create-package: name (Chinese)' },
+      'name-en': { value: 'T', help: 'with --create-package: name (English)' },
+      description: { value: 'T', help: 'with --create-package: description (an alias of --description-zh)' },
+      'description-zh': { value: 'T', help: 'with --create-package: description (Chinese)' },
+      'description-en': { value: 'T', help: 'with --create-package: description (English)' },
       'allow-older': { help: 'publish a version code at or below the latest (it becomes the latest)' },
       ...upload,
       ...changelog,

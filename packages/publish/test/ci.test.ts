@@ -220,4 +220,24 @@ describe('launcher-publish in CI', () => {
       .executeTakeFirstOrThrow();
     expect(row.fileSignature).toBe(fs.readFileSync(good, 'utf8'));
   });
+
+  it('--create-package with --name and --description (-zh/-en) creates a missing package; without it: 404', async () => {
+    const args = (extra: string[]) => {
+      const list = versionArgs(build('new.bin'), 1, extra);
+      list[list.indexOf('--package') + 1] = 'ci-new';
+      return list;
+    };
+    const missing = await run(args([]));
+    expect(missing.code).toBe(1);
+    expect(errorOf(missing)).toMatch(/404/);
+    const noName = await run(args(['--create-package']));
+    expect(errorOf(noName)).toMatch(/--name/);
+    const created = await run(
+      args(['--create-package', '--name', '新启动器', '--name-en', 'New launcher', '--description-en', 'Fresh']),
+    );
+    expect(created.code, created.stderr).toBe(0);
+    const pkg = await admin(t, 'GET', '/api/admin/software/ci-new');
+    expect(pkg.json()).toMatchObject({ nameZh: '新启动器', nameEn: 'New launcher', descriptionEn: 'Fresh' });
+    expect(pkg.json<{ versions: unknown[] }>().versions).toHaveLength(1);
+  });
 });
