@@ -24,11 +24,15 @@ describe('start-up notes', () => {
     }
   });
 
-  it('an encrypted secret key without LAUNCHER_SIGN_PASSWORD is named as such, not a wrong password', async () => {
-    const pair = await generateKeyPair('secret');
-    await expect(parseSecretKey(pair.secretKeyFile, '')).rejects.toThrow(
-      /encrypted: set its password in LAUNCHER_SIGN_PASSWORD/,
-    );
-    await expect(parseSecretKey(pair.secretKeyFile, 'other')).rejects.toThrow(/wrong password/);
-  });
+  it(
+    'an encrypted secret key without LAUNCHER_SIGN_PASSWORD is named as such, not a wrong password',
+    { timeout: 240_000 },
+    async () => {
+      const pair = await generateKeyPair('secret');
+      await expect(parseSecretKey(pair.secretKeyFile, '')).rejects.toThrow(
+        /encrypted: set its password in LAUNCHER_SIGN_PASSWORD/,
+      );
+      await expect(parseSecretKey(pair.secretKeyFile, 'other')).rejects.toThrow(/wrong password/);
+    },
+  );
 });
