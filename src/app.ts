@@ -36,6 +36,7 @@ import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
 import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
+import { installIdempotency } from './modules/idempotency/plugin.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
@@ -142,6 +143,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installBodyDeadline(server, config.timeouts.body);
   installInputChecks(server);
   installAudit(server, db);
+  installIdempotency(server, db, ['/api/software/:id/versions', '/api/releases']);
   server.decorateRequest('admin', null);
   await server.register(cookie);
   const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());

@@ -215,6 +215,16 @@ export function startupWarnings(config: Config): string[] {
   return warnings;
 }
 
+/** What the operator is told at start about settings in force: the publisher keys loaded (key ids). */
+export function startupNotes(config: Config): string[] {
+  const keys = config.publisherKeys;
+  if (keys === null) return [];
+  return [
+    `PUBLISHER_KEYS: ${keys.length} publisher key(s) loaded (${keys.map((k) => k.keyId).join(', ')}): ` +
+      'every stored file of a version or release must be signed by one of them',
+  ];
+}
+
 function parseOffload(env: Env, storage: StorageConfig): DownloadOffload | null {
   const raw = (env.DOWNLOAD_OFFLOAD ?? '').trim().toLowerCase();
   if (raw === '' || raw === 'off') return null;

@@ -1,5 +1,5 @@
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig, startupWarnings } from './config.js';
+import { ConfigError, loadConfig, startupNotes, startupWarnings } from './config.js';
 import { openDatabase } from './db/index.js';
 import { HeapGrowth } from './modules/system/heap.js';
 import { openStorage } from './storage/index.js';
@@ -43,6 +43,7 @@ async function main(): Promise<void> {
   const where = config.database.kind === 'sqlite' ? `SQLite ${config.database.file}` : 'PostgreSQL';
   const store = config.storage.kind === 'local' ? `folder ${config.storage.root}` : `s3://${config.storage.bucket}`;
   log.info(`database: ${where}; files: ${store}; admin console at /admin, API docs at /docs`);
+  for (const note of startupNotes(config)) log.info(note);
   for (const warning of startupWarnings(config)) log.warn(warning);
   // Retention and the online history: each instance tries every minute, one at a time runs.
   app.ctx.housekeeping.start((err) => log.error({ err }, 'device housekeeping failed'));

@@ -549,6 +549,21 @@ const m011DeviceSummary: Migration = {
   },
 };
 
+/** `Idempotency-Key`s of version and release creation, shared by every instance (issue 38). */
+const m012IdempotencyKeys: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('idempotency_keys')
+      .addColumn('key', 'text', (c) => c.primaryKey())
+      .addColumn('fingerprint', 'text', (c) => c.notNull())
+      .addColumn('status_code', 'integer')
+      .addColumn('response', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('idempotency_keys_created_idx').on('idempotency_keys').column('created_at').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -561,6 +576,7 @@ export const migrations: Record<string, Migration> = {
   '009_deltas': m009Deltas,
   '010_file_signatures': m010FileSignatures,
   '011_device_summary': m011DeviceSummary,
+  '012_idempotency_keys': m012IdempotencyKeys,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -349,6 +349,17 @@ export interface SoftwareDeltasTable {
   updatedAt: string;
 }
 
+/** A request's `Idempotency-Key` (hashed with its user and route) and, once it succeeded, its answer. */
+export interface IdempotencyKeysTable {
+  key: string;
+  /** SHA-256 of the request's URL and body. */
+  fingerprint: string;
+  /** Null while the first request with the key is running. */
+  statusCode: number | null;
+  response: string | null;
+  createdAt: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -378,6 +389,7 @@ export interface Database {
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
   softwareDeltas: SoftwareDeltasTable;
+  idempotencyKeys: IdempotencyKeysTable;
 }
 
 export type UserRow = Selectable<UsersTable>;

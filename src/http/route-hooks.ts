@@ -1,10 +1,17 @@
-import type { FastifyInstance, onRequestHookHandler, onSendHookHandler, RouteOptions } from 'fastify';
+import type {
+  FastifyInstance,
+  onRequestHookHandler,
+  onSendHookHandler,
+  preHandlerHookHandler,
+  RouteOptions,
+} from 'fastify';
 
 /** Methods that change nothing (RFC 9110 §9.2.1, less the ones no route here declares). */
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export interface RouteHooks {
   onRequest?: onRequestHookHandler;
+  preHandler?: preHandlerHookHandler;
   onSend?: onSendHookHandler;
 }
 
@@ -25,6 +32,7 @@ export function addRouteHooks(app: FastifyInstance, hooksFor: (route: RouteOptio
     const hooks = hooksFor(route);
     if (hooks === null) return;
     if (hooks.onRequest) route.onRequest = [hooks.onRequest, ...listOf(route.onRequest)];
+    if (hooks.preHandler) route.preHandler = [hooks.preHandler, ...listOf(route.preHandler)];
     if (hooks.onSend) route.onSend = [hooks.onSend, ...listOf(route.onSend)];
   });
 }

@@ -2083,7 +2083,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Resumable upload: discover (OPTIONS) or create (POST, answers Location)
+         * Resumable upload: create (answers Location)
          * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
          */
         post: {
@@ -2106,7 +2106,7 @@ export interface paths {
         };
         delete?: never;
         /**
-         * Resumable upload: discover (OPTIONS) or create (POST, answers Location)
+         * Resumable upload: discover what the server offers
          * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
          */
         options: {

@@ -4,8 +4,11 @@
  * The token comes from LAUNCHER_TOKEN only. Success: one JSON line on stdout, exit 0.
  * Failure: {"error": "..."} on stderr, exit 1.
  */
+import { createRequire } from 'node:module';
 import { commands, type Context } from './commands.js';
 import { parseOptions, renderOptions, UsageError } from './options.js';
+
+const PACKAGE_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
 function topHelp(): string {
   const width = Math.max(...Object.keys(commands).map((name) => name.length)) + 2;
@@ -21,12 +24,19 @@ function topHelp(): string {
     'else $XDG_STATE_HOME/launcher-publish/uploads.json (~/.local/state/launcher-publish/uploads.json):',
     'rerunning the same command resumes the upload where it stopped.',
     'Success: one JSON line on stdout, exit 0. Failure: {"error": ...} on stderr, exit 1.',
-    "Run `launcher-publish <command> --help` for a command's options.",
+    'Requests answered 429, 502, 503 or 504, and network errors, are retried with backoff (Retry-After',
+    'honoured, at most 5 retries, each told on stderr); versions and releases are created with an',
+    'Idempotency-Key made from the package, version and SHA-256, so concurrent runs make one entry.',
+    "Run `launcher-publish <command> -h` for a command's options; `launcher-publish --version` for this one's.",
   ].join('\n');
 }
 
 export async function main(argv: string[], context: Context, out: NodeJS.WritableStream): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-V') {
+    out.write(`${PACKAGE_VERSION}\n`);
+    return 0;
+  }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     out.write(topHelp() + '\n');
     return name === undefined ? 1 : 0;

@@ -2,10 +2,19 @@
  * The commands of launcher-publish. Each is a name, a summary, the options it takes and a run function
  * that answers the JSON value printed on stdout.
  */
+import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { releaseTrustedComment, versionTrustedComment } from 'patchwell-client/minisign';
-import { type Addon, Api, type Package, type Release, tokenFrom, type Version } from './api.js';
+import {
+  checkSignature,
+  type MinisignSignature,
+  parsePublicKeys,
+  parseSignature,
+  prehashFile,
+  releaseTrustedComment,
+  versionTrustedComment,
+} from 'patchwell-client/minisign';
+import { type Addon, Api, ApiError, type Me, type Package, type Release, tokenFrom, type Version } from './api.js';
 import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
@@ -40,6 +49,11 @@ const upload: OptionSpecs = {
     value: 'FILE',
     help: 'sign the build with this minisign secret key (its password in LAUNCHER_SIGN_PASSWORD)',
   },
+  signature: {
+    value: 'FILE.minisig',
+    help: 'a signature made elsewhere (minisign -S -t "<trusted comment>"), checked before the upload',
+  },
+  'publisher-key': { value: 'PUB', help: 'with --signature: the minisign public key it must verify with' },
 };
 
 const changelog: OptionSpecs = {
@@ -58,9 +72,42 @@ async function signatureFor(
   trustedComment: string,
 ): Promise<string | undefined> {
   const keyFile = options.get('sign-key');
+  const given = options.get('signature');
+  if (keyFile !== undefined && given !== undefined)
+    throw new UsageError('--sign-key and --signature: give one of them');
+  if (given !== undefined) return checkedSignature(await fs.readFile(given, 'utf8'), options, file, trustedComment);
   if (keyFile === undefined) return undefined;
   const key = await parseSecretKey(await fs.readFile(keyFile, 'utf8'), context.env.LAUNCHER_SIGN_PASSWORD ?? '');
   return signFile(key, file.path, trustedComment);
+}
+
+/**
+ * A signature made elsewhere (`minisign -S` on an offline machine), checked before anything is sent:
+ * its trusted comment names this package or addon, version and file SHA-256; with
+ * `--publisher-key` it must also verify with that key over this file.
+ */
+async function checkedSignature(
+  text: string,
+  options: ParsedOptions,
+  file: LocalFile,
+  trustedComment: string,
+): Promise<string> {
+  let signature: MinisignSignature;
+  try {
+    signature = parseSignature(text);
+  } catch (err) {
+    throw new Error(`--signature: ${(err as Error).message}`, { cause: err });
+  }
+  if (signature.trustedComment !== trustedComment) {
+    throw new Error(`--signature: its trusted comment is "${signature.trustedComment}", expected "${trustedComment}"`);
+  }
+  const publisherKey = options.get('publisher-key');
+  if (publisherKey !== undefined) {
+    const keys = parsePublicKeys(await fs.readFile(publisherKey, 'utf8'));
+    const verdict = checkSignature(signature, keys, await prehashFile(file.path), trustedComment);
+    if (!verdict.ok) throw new Error(`--signature: ${verdict.reason}`);
+  }
+  return text;
 }
 
 /** Writes a new minisign key pair: publisher.pub and publisher.key (never over existing files). */
@@ -81,8 +128,47 @@ const versionId: OptionSpecs = {
 };
 
 function apiFor(options: ParsedOptions, context: Context): Api {
-  return new Api(options.require('server'), tokenFrom(context.env));
+  return new Api(options.require('server'), tokenFrom(context.env), (line) => context.progress.write(line + '\n'));
 }
+
+/** Roles that may publish versions and releases (the service's own rule): checked before uploading. */
+const PUBLISHING_ROLES: readonly string[] = ['owner', 'publisher'];
+
+async function checkRole(api: Api): Promise<void> {
+  const { user } = await api.json<Me>('GET', '/api/admin/me');
+  if (!PUBLISHING_ROLES.includes(user.role)) {
+    throw new Error(`the token's role is ${user.role}: publishing needs an owner's or a publisher's token`);
+  }
+}
+
+/** `--publish-at`: an ISO 8601 time the service will take, checked before anything is uploaded. */
+function publishAt(options: ParsedOptions): string | undefined {
+  const text = options.get('publish-at');
+  if (text === undefined) return undefined;
+  if (
+    !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(text) ||
+    Number.isNaN(Date.parse(text))
+  ) {
+    throw new UsageError(`--publish-at: not an ISO 8601 time with its offset (e.g. 2030-01-01T08:00:00Z): ${text}`);
+  }
+  return text;
+}
+
+/** `--create-package`'s body: `--name` is an alias of `--name-zh` (which wins), as the API has it. */
+function packageFields(options: ParsedOptions): Record<string, unknown> {
+  const nameZh = options.get('name-zh') ?? options.get('name');
+  if (nameZh === undefined) throw new UsageError('--create-package: --name (or --name-zh) is required');
+  return defined({
+    nameZh,
+    nameEn: options.get('name-en'),
+    descriptionZh: options.get('description-zh') ?? options.get('description'),
+    descriptionEn: options.get('description-en'),
+  });
+}
+
+/** The Idempotency-Key of a publication: concurrent runs for the same build make one entry. */
+const idempotencyKey = (...parts: (string | number)[]): string =>
+  createHash('sha256').update(parts.join('\n')).digest('hex');
 
 function integerOption(options: ParsedOptions, name: string, min: number, max: number): number | undefined {
   const text = options.get(name);
@@ -129,16 +215,36 @@ async function publishFile<T>(
 async function publishVersion(options: ParsedOptions, context: Context): Promise<unknown> {
   const api = apiFor(options, context);
   const slug = options.require('package');
+  const version = options.require('version');
   const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
   const rolloutPercent = integerOption(options, 'rollout', 0, 100);
+  const at = publishAt(options);
   const file = await describeFile(options.require('file'));
-  const pkg = await api.json<Package>('GET', `/api/admin/software/${encodeURIComponent(slug)}`);
-  const existing = pkg.versions.find((v) => v.versionCode === versionCode);
-  if (existing !== undefined) {
-    return sameFile(
-      existing,
-      file,
-      `${slug} versionCode ${versionCode} (version ${existing.version}, id ${existing.id})`,
+  await checkRole(api);
+  const pkgPath = `/api/admin/software/${encodeURIComponent(slug)}`;
+  const pkg = await api.json<Package>('GET', pkgPath).catch(async (err: unknown) => {
+    if (!(err instanceof ApiError && err.status === 404 && options.flag('create-package'))) throw err;
+    await api.json('POST', '/api/software', { slug, ...packageFields(options) });
+    return api.json<Package>('GET', pkgPath);
+  });
+  /** The stored version of this versionCode when it holds this file and version (a rerun), else a conflict. */
+  const stored = (versions: Package['versions']) => {
+    const existing = versions.find((v) => v.versionCode === versionCode);
+    if (existing === undefined) return undefined;
+    const what = `${slug} versionCode ${versionCode} (version ${existing.version}, id ${existing.id})`;
+    sameFile(existing, file, what);
+    if (existing.version !== version) {
+      throw new Error(`conflict: ${what} is stored with version ${existing.version}, not ${version}`);
+    }
+    return existing;
+  };
+  const existing = stored(pkg.versions);
+  if (existing !== undefined) return existing;
+  const latest = Math.max(-1, ...pkg.versions.map((v) => v.versionCode));
+  if (versionCode <= latest && !options.flag('allow-older')) {
+    throw new Error(
+      `--version-code ${versionCode} is not above the latest (${latest}): launchers would not see it as an ` +
+        'update; pass --allow-older to publish it anyway',
     );
   }
   const fileSignature = await signatureFor(
@@ -148,23 +254,34 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
     versionTrustedComment({ slug, versionCode, sha256: file.sha256 }),
   );
   return publishFile(api, options, file, context, (filePath) =>
-    api.json<Version>(
-      'POST',
-      `/api/software/${encodeURIComponent(pkg.id)}/versions`,
-      defined({
-        version: options.require('version'),
-        versionCode,
-        changelogZh: options.get('changelog-zh'),
-        changelogEn: options.get('changelog-en'),
-        downloadType: 'local',
-        filePath,
-        forceUpdate: options.flag('force') || undefined,
-        minVersion: options.get('min-version'),
-        rolloutPercent,
-        publishAt: options.get('publish-at'),
-        fileSignature,
+    api
+      .json<Version>(
+        'POST',
+        `/api/software/${encodeURIComponent(pkg.id)}/versions`,
+        defined({
+          version,
+          versionCode,
+          changelogZh: options.get('changelog-zh'),
+          changelogEn: options.get('changelog-en'),
+          downloadType: 'local',
+          filePath,
+          forceUpdate: options.flag('force') || undefined,
+          minVersion: options.get('min-version'),
+          rolloutPercent,
+          publishAt: at,
+          fileSignature,
+        }),
+        { idempotencyKey: idempotencyKey(slug, versionCode, file.sha256) },
+      )
+      .catch(async (err: unknown) => {
+        // A concurrent run of this build (its own upload, so another body under the same key) made it.
+        const made =
+          err instanceof ApiError && err.status === 422
+            ? stored((await api.json<Package>('GET', pkgPath)).versions)
+            : undefined;
+        if (made === undefined) throw err;
+        return made;
       }),
-    ),
   );
 }
 
@@ -177,6 +294,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const file = await describeFile(options.require('file'));
+  await checkRole(api);
   // The administrators' read: it lists scheduled releases too (publishAt in the future), not yet public.
   const addon = await api.json<Addon>('GET', `/api/admin/addons/${encodeURIComponent(slug)}`);
   const existing = addon.releases.find((r) => r.version === version);
@@ -201,6 +319,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
         dependencies: requires.length > 0 ? requires.map((dependency) => ({ slug: dependency })) : undefined,
         fileSignature,
       }),
+      { idempotencyKey: idempotencyKey(slug, version, file.sha256) },
     ),
   );
 }
@@ -229,13 +348,28 @@ export const commands: Record<string, Command> = {
       ...server,
       package: { value: 'SLUG', help: 'the launcher package', required: true },
       version: { value: 'V', help: 'the version name, e.g. 1.4.0', required: true },
-      'version-code': { value: 'N', help: 'the integer version code', required: true },
+      'version-code': {
+        value: 'N',
+        help: 'the integer version code (0 or more), above the latest unless --allow-older',
+        required: true,
+      },
+      'create-package': { help: 'create the package when it does not exist (needs --name)' },
+      name: { value: 'T', help: "with --create-package: the package's name (an alias of --name-zh)" },
+      'name-zh': { value: 'T', help: 'with --create-package: name (Chinese)' },
+      'name-en': { value: 'T', help: 'with --create-package: name (English)' },
+      description: { value: 'T', help: 'with --create-package: description (an alias of --description-zh)' },
+      'description-zh': { value: 'T', help: 'with --create-package: description (Chinese)' },
+      'description-en': { value: 'T', help: 'with --create-package: description (English)' },
+      'allow-older': { help: 'publish a version code at or below the latest (it becomes the latest)' },
       ...upload,
       ...changelog,
       force: { help: 'force the update on launchers below this version' },
       'min-version': { value: 'V', help: 'the lowest version allowed to keep running' },
-      rollout: { value: 'P', help: 'staged rollout percentage (1-100)' },
-      'publish-at': { value: 'ISO', help: 'publish at this time (ISO 8601)' },
+      rollout: { value: 'P', help: 'staged rollout percentage (0-100; 0 publishes it halted)' },
+      'publish-at': {
+        value: 'ISO',
+        help: 'publish at this time (ISO 8601 with its offset, e.g. 2030-01-01T08:00:00Z)',
+      },
     },
     run: publishVersion,
   },

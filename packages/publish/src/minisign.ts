@@ -145,7 +145,11 @@ export async function parseSecretKey(text: string, password: string): Promise<Mi
   const keyNum = Buffer.from(keynumSk.subarray(0, KEYNUM_BYTES));
   const secret = keynumSk.subarray(KEYNUM_BYTES, KEYNUM_BYTES + 64);
   if (kdf === 'Sc' && !checksum(keyNum, secret).equals(keynumSk.subarray(KEYNUM_BYTES + 64))) {
-    throw new MinisignKeyError('wrong password for this secret key (LAUNCHER_SIGN_PASSWORD)');
+    throw new MinisignKeyError(
+      password === ''
+        ? 'this secret key is encrypted: set its password in LAUNCHER_SIGN_PASSWORD'
+        : 'wrong password for this secret key (LAUNCHER_SIGN_PASSWORD)',
+    );
   }
   const seed = secret.subarray(0, 32);
   const storedPublic = secret.subarray(32);

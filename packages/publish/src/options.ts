@@ -23,7 +23,9 @@ export interface ParsedOptions {
 export class UsageError extends Error {}
 
 export function parseOptions(argv: string[], specs: OptionSpecs): ParsedOptions & { help: boolean } {
-  const config: Record<string, { type: 'string' | 'boolean' }> = { help: { type: 'boolean' } };
+  const config: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
   for (const [name, spec] of Object.entries(specs)) config[name] = { type: spec.value ? 'string' : 'boolean' };
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -58,7 +60,7 @@ export function renderOptions(specs: OptionSpecs): string {
     const left = `  --${name}${spec.value ? ` ${spec.value}` : ''}`;
     return { left, right: `${spec.help}${spec.required ? ' (required)' : ''}` };
   });
-  rows.push({ left: '  --help', right: 'show this help' });
+  rows.push({ left: '  -h, --help', right: 'show this help' });
   const width = Math.max(...rows.map((row) => row.left.length)) + 2;
   return rows.map((row) => row.left.padEnd(width) + row.right).join('\n');
 }

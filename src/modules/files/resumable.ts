@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { pipeline, Transform } from 'node:stream';
 import { Server as TusServer } from '@tus/server';
 import { TUS_RESUMABLE, type Upload } from '@tus/utils';
@@ -41,6 +42,18 @@ function exactly(size: number): Transform {
       done(seen === size ? null : wrong());
     },
   });
+}
+
+/**
+ * An empty `Upload-Metadata` (what python3-tuspy sends for no metadata) is taken as none: the tus
+ * server would refuse it as malformed.
+ */
+function dropEmptyMetadata(raw: IncomingMessage): void {
+  const value = raw.headers['upload-metadata'];
+  if (typeof value !== 'string' || value.trim() !== '') return;
+  delete raw.headers['upload-metadata'];
+  const kept = raw.rawHeaders.filter((_value, i, all) => all[i - (i % 2)]?.toLowerCase() !== 'upload-metadata');
+  raw.rawHeaders.splice(0, raw.rawHeaders.length, ...kept);
 }
 
 function originalNameOf(upload: Upload): string {
@@ -99,7 +112,12 @@ export class ResumableUploads {
       reply.header('Tus-Resumable', TUS_RESUMABLE).header('Tus-Version', TUS_RESUMABLE);
       throw new AppError(412, `Tus-Resumable: version ${String(version)} is not supported (1.0.0 is)`);
     }
+    dropEmptyMetadata(request.raw);
     const answer = await this.tus.handleWeb(new NodeRequest({ req: request.raw, res: reply.raw }));
+    if (answer.status === 404 && (request.method === 'HEAD' || request.method === 'PATCH')) {
+      const finished = await this.finishedAnswer(request, reply);
+      if (finished !== null) return finished;
+    }
     answer.headers.forEach((value, name) => {
       if (name !== 'content-length' && name !== 'connection') reply.header(name, value);
     });
@@ -110,6 +128,34 @@ export class ResumableUploads {
       throw new AppError(answer.status, text === '' ? 'upload request refused' : text);
     }
     return reply.code(answer.status).send();
+  }
+
+  /**
+   * tus 1.0 on an upload already finished (its bytes moved into the store, so the datastore no longer
+   * knows it): until it expires, `HEAD` answers 200 with `Upload-Offset` = `Upload-Length`, and a
+   * `PATCH` at that offset without bytes 204, so that a client resuming it sends nothing again.
+   * Null when no stored file came from this upload.
+   */
+  private async finishedAnswer(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | null> {
+    const id = request.url.split('?')[0]?.split('/').pop() ?? '';
+    const stored = UPLOAD_ID.test(id) ? await this.files.findByUnique(id) : null;
+    if (stored === null) return null;
+    const expires = Date.parse(stored.createdAt) + this.expiryMs;
+    if (now() > expires) throw new AppError(410, 'the upload expired');
+    reply
+      .header('Tus-Resumable', TUS_RESUMABLE)
+      .header('Cache-Control', 'no-store')
+      .header('Upload-Offset', String(stored.size))
+      .header('Upload-Expires', new Date(expires).toUTCString());
+    if (request.method === 'HEAD') return reply.code(200).header('Upload-Length', String(stored.size)).send();
+    const offset = request.headers['upload-offset'];
+    if (offset !== String(stored.size)) {
+      throw conflict(`Upload-Offset: the upload is complete at ${stored.size} bytes (got ${String(offset)})`);
+    }
+    if (Number(request.headers['content-length'] ?? '0') > 0) {
+      throw new AppError(413, `the upload is complete: it takes no bytes after its ${stored.size}`);
+    }
+    return reply.code(204).send();
   }
 
   /**

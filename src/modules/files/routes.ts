@@ -1,4 +1,5 @@
 import multipart from '@fastify/multipart';
+import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.js';
@@ -25,6 +26,27 @@ function malformed(err: unknown, fromBody = true): never {
   if (!fromBody || (typeof status === 'number' && status >= 400 && status < 500)) throw err;
   throw badRequest(`body: not a complete multipart/form-data body (${(err as Error).message})`);
 }
+
+/**
+ * Routes a request by whether it is a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`):
+ * a route constrained to `no` leaves preflights to the CORS plugin's catch-all route.
+ */
+type Strategy = Parameters<FastifyInstance['addConstraintStrategy']>[0];
+type Handler = NonNullable<ReturnType<ReturnType<Strategy['storage']>['get']>>;
+
+const CORS_PREFLIGHT: Strategy = {
+  name: 'corsPreflight',
+  storage() {
+    const handlers = new Map<unknown, Handler>();
+    return { get: (value) => handlers.get(value) ?? null, set: (value, handler) => void handlers.set(value, handler) };
+  },
+  deriveConstraint: (req) =>
+    req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined ? 'yes' : 'no',
+  mustMatchWhenDerived: false,
+  validate: (value) => {
+    if (value !== 'yes' && value !== 'no') throw new Error('corsPreflight: yes or no');
+  },
+};
 
 export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
   const { files, downloads, resumable } = ctx;
@@ -80,14 +102,22 @@ export function fileRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
             'tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every ' +
             'request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.',
         };
+        if (!admin.hasConstraintStrategy(CORS_PREFLIGHT.name)) admin.addConstraintStrategy(CORS_PREFLIGHT);
         admin.route({
-          method: ['OPTIONS', 'POST'],
+          method: 'OPTIONS',
           url: RESUMABLE_PATH,
-          // OPTIONS here is tus discovery (with credentials, like every admin endpoint), not a CORS preflight.
+          // tus discovery (with credentials, like every admin endpoint). A CORS preflight is not
+          // routed here: it goes to the CORS plugin's route and is answered as every admin route's is.
+          constraints: { [CORS_PREFLIGHT.name]: 'no' },
           config: { cors: { preflight: false } },
-          schema: { ...tus, summary: 'Resumable upload: discover (OPTIONS) or create (POST, answers Location)' },
+          schema: { ...tus, summary: 'Resumable upload: discover what the server offers' },
           handler: (request, reply) => resumable.handle(request, reply),
         });
+        admin.post(
+          RESUMABLE_PATH,
+          { schema: { ...tus, summary: 'Resumable upload: create (answers Location)' } },
+          (request, reply) => resumable.handle(request, reply),
+        );
         admin.route({
           method: ['HEAD', 'PATCH', 'DELETE'],
           url: `${RESUMABLE_PATH}/:id`,

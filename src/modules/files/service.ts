@@ -14,6 +14,11 @@ export interface UploadedFile {
   sha256: string;
 }
 
+/** A stored file's upload record. */
+export interface FileRecord extends UploadedFile {
+  createdAt: string;
+}
+
 /** What a version or release records about the stored file its `filePath` names. */
 export interface StoredFileFacts {
   filePath: string;
@@ -108,15 +113,16 @@ export class FileService {
   }
 
   /** The upload record of a stored file whose key holds `unique` (a resumable upload's id). */
-  async findByUnique(unique: string): Promise<UploadedFile | null> {
+  async findByUnique(unique: string): Promise<FileRecord | null> {
     if (!/^[0-9a-f-]{36}$/.test(unique)) return null;
     const row = await this.db
       .selectFrom('files')
-      .select(['key', 'originalName', 'size', 'sha256'])
+      .select(['key', 'originalName', 'size', 'sha256', 'createdAt'])
       .where('key', 'like', `%/${unique}%`)
       .executeTakeFirst();
     if (row === undefined) return null;
-    return { filePath: filePathFromKey(row.key), originalName: row.originalName, size: row.size, sha256: row.sha256 };
+    const { key, ...rest } = row;
+    return { filePath: filePathFromKey(key), ...rest };
   }
 
   /** The original name of an uploaded file, used for download file names. */

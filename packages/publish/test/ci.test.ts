@@ -1,0 +1,243 @@
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
+import { minisign, minisignKeyPair } from '../../../test/helpers/minisign.js';
+import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { versionTrustedComment } from 'patchwell-client/minisign';
+
+/**
+ * launcher-publish as CI expects it (issue 38), against the real service behind a proxy that counts
+ * the upload bytes and can answer like a busy proxy (429/502/503 with Retry-After) first.
+ */
+
+const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
+const ROOT = path.resolve(import.meta.dirname, '../../..');
+
+let t: TestApp;
+let token: string;
+let server: string;
+let proxy: http.Server;
+let dir: string;
+/** PATCH bytes forwarded; statuses to answer (one each) before forwarding the requests they match. */
+const proxied = { patchBytes: 0, failures: [] as number[], failing: '' };
+
+beforeAll(async () => {
+  t = await buildTestApp();
+  const base = new URL(await listen(t));
+  token = await apiToken(t);
+  await createPackage(t, { slug: 'ci-launcher', name: '启动器' });
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-publish-ci-'));
+  proxy = http.createServer((req, res) => {
+    if (req.url?.startsWith(proxied.failing) && proxied.failures.length > 0) {
+      const status = proxied.failures.shift() ?? 503;
+      req.resume();
+      res.writeHead(status, { 'retry-after': '0', 'content-type': 'text/html' }).end('<html>busy</html>');
+      return;
+    }
+    const upstream = http.request(
+      { host: base.hostname, port: base.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.on('data', (chunk: Buffer) => {
+      if (req.method === 'PATCH') proxied.patchBytes += chunk.length;
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  server = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => proxy.close(resolve));
+  await t.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  Object.assign(proxied, { patchBytes: 0, failures: [], failing: '' });
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], env: Record<string, string> = {}, state = 'state.json'): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, state), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+function build(name: string, size = 50_000): string {
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, randomBytes(size));
+  return file;
+}
+
+const versionArgs = (file: string, code: number, extra: string[] = []) => [
+  'version',
+  ...['--server', server, '--package', 'ci-launcher', '--version', `2.0.${code}`],
+  ...['--version-code', String(code), '--file', file, ...extra],
+];
+
+const errorOf = (result: Run) =>
+  (JSON.parse(result.stderr.trim().split('\n').pop() ?? '{}') as { error: string }).error;
+
+async function versions(): Promise<{ versionCode: number; version: string }[]> {
+  const res = await admin(t, 'GET', '/api/admin/software/ci-launcher');
+  return res.json<{ versions: { versionCode: number; version: string }[] }>().versions;
+}
+
+describe('launcher-publish in CI', () => {
+  it('-h on the command and every subcommand; --version; the help states the ranges accepted', async () => {
+    const top = await run(['-h']);
+    expect(top.code).toBe(0);
+    for (const command of ['keygen', 'version', 'release', 'rollout', 'halt', 'revoke', 'unrevoke']) {
+      const help = await run([command, '-h']);
+      expect(help.code, command).toBe(0);
+      expect(help.stdout).toContain('-h, --help');
+    }
+    const version = await run(['--version']);
+    expect(version.code).toBe(0);
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'packages/publish/package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(version.stdout.trim()).toBe(pkg.version);
+    const help = (await run(['version', '-h'])).stdout;
+    expect(help).toMatch(/--rollout P\s+staged rollout percentage \(0-100/);
+    // What the help says is what is accepted: 0 and 100 are, 101 is not.
+    const file = build('range.bin');
+    const out = await run(versionArgs(file, 10, ['--rollout', '101']));
+    expect(errorOf(out)).toMatch(/--rollout: must be an integer from 0 to 100/);
+  });
+
+  it('retries 429, 502, 503 (Retry-After) with each retry on stderr, then publishes', async () => {
+    proxied.failing = '/api/admin/';
+    proxied.failures = [429, 502, 503];
+    const result = await run(versionArgs(build('retry.bin'), 100));
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr.match(/retry \d\/5/g)).toHaveLength(3);
+    expect(JSON.parse(result.stdout)).toMatchObject({ versionCode: 100 });
+  });
+
+  it('gives up after its bounded retries with {error}', async () => {
+    proxied.failing = '/api/admin/';
+    proxied.failures = [503, 503, 503, 503, 503, 503, 503];
+    const result = await run(versionArgs(build('gives-up.bin'), 101));
+    expect(result.code).toBe(1);
+    expect(result.stderr.match(/retry \d\/5/g)).toHaveLength(5);
+    expect(errorOf(result)).toMatch(/503/);
+  });
+
+  it('refuses a versionCode at or below the latest unless --allow-older, before uploading', async () => {
+    const low = await run(versionArgs(build('older.bin'), 50));
+    expect(low.code).toBe(1);
+    expect(errorOf(low)).toMatch(/not above the latest \(100\).*--allow-older/);
+    expect(proxied.patchBytes).toBe(0);
+    const allowed = await run(versionArgs(build('older.bin'), 50, ['--allow-older']));
+    expect(allowed.code, allowed.stderr).toBe(0);
+    expect((await versions()).map((v) => v.versionCode)).toContain(50);
+  });
+
+  it('refuses a rerun whose --version differs from the stored one', async () => {
+    const file = build('rerun.bin');
+    expect((await run(versionArgs(file, 110))).code).toBe(0);
+    const args = versionArgs(file, 110);
+    args[args.indexOf('--version') + 1] = '9.9.9';
+    const rerun = await run(args);
+    expect(rerun.code).toBe(1);
+    expect(errorOf(rerun)).toMatch(/stored with version 2\.0\.110, not 9\.9\.9/);
+  });
+
+  it("checks the token's role and --publish-at before uploading anything", async () => {
+    const editor = await admin(t, 'POST', '/api/admin/tokens', { name: 'editor-ci', role: 'editor' });
+    const editorToken = editor.json<{ token: string }>().token;
+    const refused = await run(versionArgs(build('editor.bin'), 120), { LAUNCHER_TOKEN: editorToken });
+    expect(refused.code).toBe(1);
+    expect(errorOf(refused)).toMatch(/role is editor/);
+    const badTime = await run(versionArgs(build('time.bin'), 120, ['--publish-at', 'tomorrow']));
+    expect(badTime.code).toBe(1);
+    expect(errorOf(badTime)).toMatch(/--publish-at/);
+    expect(proxied.patchBytes).toBe(0);
+  });
+
+  it('two concurrent runs of the same build make one version', async () => {
+    const file = build('twice.bin', 400_000);
+    const [a, b] = await Promise.all([
+      run(versionArgs(file, 400), {}, 'state-a.json'),
+      run(versionArgs(file, 400), {}, 'state-b.json'),
+    ]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    expect(JSON.parse(a.stdout).id).toBe(JSON.parse(b.stdout).id);
+    expect((await versions()).filter((v) => v.versionCode === 400)).toHaveLength(1);
+  });
+
+  it("--signature FILE.minisig: Debian's minisign -S on an offline machine; checked before anything is sent", async () => {
+    const offline = minisignKeyPair(dir, 'offline');
+    const other = minisignKeyPair(dir, 'other');
+    const file = build('signed.bin');
+    const sha256 = createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+    const sign = (comment: string, name: string) => {
+      const signature = path.join(dir, name);
+      minisign(['-S', '-s', offline.key, '-m', file, '-x', signature, '-t', comment], { cwd: dir });
+      return signature;
+    };
+    const good = sign(versionTrustedComment({ slug: 'ci-launcher', versionCode: 600, sha256 }), 'good.minisig');
+    const wrongCode = sign(versionTrustedComment({ slug: 'ci-launcher', versionCode: 599, sha256 }), 'old.minisig');
+
+    const mismatch = await run(versionArgs(file, 600, ['--signature', wrongCode]));
+    expect(mismatch.code).toBe(1);
+    expect(errorOf(mismatch)).toMatch(/--signature: its trusted comment is "package=ci-launcher versionCode=599/);
+    const untrusted = await run(versionArgs(file, 600, ['--signature', good, '--publisher-key', other.pub]));
+    expect(untrusted.code).toBe(1);
+    expect(errorOf(untrusted)).toMatch(/--signature: signed by key .* not a trusted key/);
+    expect(proxied.patchBytes).toBe(0);
+
+    const signed = await run(versionArgs(file, 600, ['--signature', good, '--publisher-key', offline.pub]));
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(JSON.parse(signed.stdout)).toMatchObject({ versionCode: 600, sha256 });
+    const row = await t.app.ctx.db
+      .selectFrom('softwareVersions')
+      .select('fileSignature')
+      .where('versionCode', '=', 600)
+      .executeTakeFirstOrThrow();
+    expect(row.fileSignature).toBe(fs.readFileSync(good, 'utf8'));
+  });
+
+  it('--create-package with --name and --description (-zh/-en) creates a missing package; without it: 404', async () => {
+    const args = (extra: string[]) => {
+      const list = versionArgs(build('new.bin'), 1, extra);
+      list[list.indexOf('--package') + 1] = 'ci-new';
+      return list;
+    };
+    const missing = await run(args([]));
+    expect(missing.code).toBe(1);
+    expect(errorOf(missing)).toMatch(/404/);
+    const noName = await run(args(['--create-package']));
+    expect(errorOf(noName)).toMatch(/--name/);
+    const created = await run(
+      args(['--create-package', '--name', '新启动器', '--name-en', 'New launcher', '--description-en', 'Fresh']),
+    );
+    expect(created.code, created.stderr).toBe(0);
+    const pkg = await admin(t, 'GET', '/api/admin/software/ci-new');
+    expect(pkg.json()).toMatchObject({ nameZh: '新启动器', nameEn: 'New launcher', descriptionEn: 'Fresh' });
+    expect(pkg.json<{ versions: unknown[] }>().versions).toHaveLength(1);
+  });
+});
