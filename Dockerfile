@@ -2,7 +2,7 @@
 # The service as an image: `docker build -t patchwell .`
 # One machine:  docker run -p 3000:3000 -v launcher-data:/data -e ADMIN_PASSWORD=… patchwell
 # Many:         compose.yaml (PostgreSQL + S3-compatible storage + instances behind a load balancer)
-# Node.js 24 LTS, as CI (`engines`: 22.12+ or 24; 20 reached its end of life in April 2026).
+# Node.js 24 LTS, as CI (`engines`: 22.14+ or 24, as better-sqlite3 13 needs Node-API 10; 20 reached its end of life in April 2026).
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
