@@ -11,6 +11,8 @@ export const PUBLISH_SCHEMA_FILE = path.join(ROOT, 'packages/publish/src/schema.
 
 /** The service paths `launcher-publish` calls. */
 const PUBLISH_PATHS = [
+  '/api/admin/me',
+  '/api/software',
   '/api/admin/uploads',
   '/api/admin/uploads/{id}',
   '/api/admin/software/{idOrSlug}',

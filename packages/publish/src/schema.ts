@@ -115,6 +115,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            user: {
+                                id: string;
+                                /**
+                                 * @description owner: everything; publisher: software and addons; editor: articles, banners, gallery
+                                 * @enum {string}
+                                 */
+                                role: "owner" | "publisher" | "editor";
+                                totpEnabled: boolean;
+                                username: string;
+                            };
+                        };
+                    };
+                };
+                /** @description every failure */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/software/{idOrSlug}": {
         parameters: {
             query?: never;
@@ -246,7 +303,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Resumable upload: discover (OPTIONS) or create (POST, answers Location)
+         * Resumable upload: create (answers Location)
          * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
          */
         post: {
@@ -269,7 +326,7 @@ export interface paths {
         };
         delete?: never;
         /**
-         * Resumable upload: discover (OPTIONS) or create (POST, answers Location)
+         * Resumable upload: discover what the server offers
          * @description tus 1.0.0 (creation, creation-with-upload, termination, expiration): `Tus-Resumable: 1.0.0` on every request but OPTIONS; `Upload-Metadata` `filename` names the file. Errors are `{error}`.
          */
         options: {
@@ -639,6 +696,241 @@ export interface paths {
                 };
                 /** @description every failure */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/software": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Software packages, each with its current latest version */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            _count: {
+                                versions: number;
+                            };
+                            createdAt: string;
+                            description: string;
+                            descriptionEn: string;
+                            descriptionZh: string;
+                            id: string;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            name: string;
+                            nameEn: string;
+                            nameZh: string;
+                            slug: string;
+                            updatedAt: string;
+                            versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
+                                changelog: string;
+                                changelogEn: string;
+                                changelogZh: string;
+                                createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
+                                downloadCount: number;
+                                /** @enum {string} */
+                                downloadType: "local" | "url";
+                                externalUrl: string | null;
+                                filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
+                                fileSize: number;
+                                forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
+                                id: string;
+                                isLatest: boolean;
+                                launcherDownloadCount: number;
+                                minVersion: string | null;
+                                packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
+                                sha256: string | null;
+                                version: string;
+                                versionCode: number;
+                                wowVersion: string;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description alias of descriptionZh */
+                        description?: string;
+                        /** @description English text */
+                        descriptionEn?: string;
+                        /** @description Chinese text */
+                        descriptionZh?: string;
+                        /** @description alias of nameZh */
+                        name?: string;
+                        /** @description English text */
+                        nameEn?: string;
+                        /** @description Chinese text */
+                        nameZh?: string;
+                        /** @description 1–64 characters of a-z 0-9 . _ -, starting with a letter or digit */
+                        slug: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            _count: {
+                                versions: number;
+                            };
+                            createdAt: string;
+                            description: string;
+                            descriptionEn: string;
+                            descriptionZh: string;
+                            id: string;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            name: string;
+                            nameEn: string;
+                            nameZh: string;
+                            slug: string;
+                            updatedAt: string;
+                            versions: {
+                                autoHalt: {
+                                    /** @description halt when quietAfterUpdate exceeds this share */
+                                    maxQuietRate: number;
+                                    /** @description only once this many devices count */
+                                    minDevices: number;
+                                } | null;
+                                changelog: string;
+                                changelogEn: string;
+                                changelogZh: string;
+                                createdAt: string;
+                                /** @description admin answers only: the delta updates to this version */
+                                deltas?: {
+                                    /** @description bytes of the delta (ready only) */
+                                    fileSize: number | null;
+                                    /** @description the version the delta updates from */
+                                    fromVersionCode: number;
+                                    sha256: string | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "ready" | "skipped" | "failed";
+                                }[];
+                                downloadCount: number;
+                                /** @enum {string} */
+                                downloadType: "local" | "url";
+                                externalUrl: string | null;
+                                filePath: string;
+                                /** @description the publisher's minisign signature of the file (.minisig text) */
+                                fileSignature?: string;
+                                /** @description the id of the minisign key that signed the file */
+                                fileSignatureKeyId?: string;
+                                fileSize: number;
+                                forceUpdate: boolean;
+                                /** @description when the automatic halt set rolloutPercent to 0 */
+                                haltedAt: string | null;
+                                haltReason: string | null;
+                                id: string;
+                                isLatest: boolean;
+                                launcherDownloadCount: number;
+                                minVersion: string | null;
+                                packageId: string;
+                                /** @description hidden from public reads until this time */
+                                publishAt: string | null;
+                                /** @description withdrawn: never offered, downloads answer 410 */
+                                revokedAt: string | null;
+                                /** @description share of devices (0–100) offered this version */
+                                rolloutPercent: number;
+                                sha256: string | null;
+                                version: string;
+                                versionCode: number;
+                                wowVersion: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
