@@ -169,11 +169,11 @@ describe('draining before shutdown', () => {
 });
 
 describe('streaming', () => {
-  it('uploads and serves a 100 MiB file with flat memory', async () => {
+  it('uploads and serves a 256 MiB file with flat memory', async () => {
     const { env } = await environment();
     const server = await start({ ...env, ADMIN_PASSWORD: 'process-pass' });
     const cookie = await loginCookie(server, 'process-pass');
-    const size = 100 * 1024 * 1024;
+    const size = 256 * 1024 * 1024;
     const chunk = randomBytes(1024 * 1024);
     const pid = server.child.pid ?? 0;
 
@@ -237,9 +237,10 @@ describe('streaming', () => {
       }
     });
     expect(received).toBe(size);
-    // Buffering the file would add 100 MiB; streaming keeps growth to buffers and allocator noise.
-    expect(uploadPeak - baseUpload).toBeLessThan(48 * 1024 * 1024);
-    expect(downloadPeak - baseDownload).toBeLessThan(48 * 1024 * 1024);
+    // Buffering the file would add 256 MiB; streaming keeps growth to buffers, allocator noise and V8's
+    // young generation, which Node 24 lets grow to about 75 MiB under a stream of 64 KiB chunks.
+    expect(uploadPeak - baseUpload).toBeLessThan(112 * 1024 * 1024);
+    expect(downloadPeak - baseDownload).toBeLessThan(112 * 1024 * 1024);
   });
 
   it('serves a 2 GiB file to 8 clients at once, fast and slow readers, with flat memory', async () => {
