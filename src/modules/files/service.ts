@@ -6,6 +6,7 @@ import { nowIso } from '../../domain/clock.js';
 import { badRequest } from '../../http/errors.js';
 import { hashingCounter } from '../../storage/local.js';
 import { filePathFromKey, keyFromFilePath, type Storage } from '../../storage/storage.js';
+import { unnamedKeys } from './names.js';
 
 export interface UploadedFile {
   filePath: string;
@@ -110,6 +111,16 @@ export class FileService {
     await this.storage.delete(key);
     await this.db.deleteFrom('files').where('key', '=', key).execute();
     this.names.delete(key);
+  }
+
+  /**
+   * Removes a stored upload that was refused (its signature), unless a version, release, image or
+   * article names it: a file something names is never deleted.
+   */
+  async discardUnlessNamed(filePath: string): Promise<void> {
+    const key = keyFromFilePath(filePath);
+    if (key === null) return;
+    if ((await unnamedKeys(this.db, [key])).length > 0) await this.discard(filePath);
   }
 
   /** The upload record of a stored file whose key holds `unique` (a resumable upload's id). */

@@ -1,0 +1,80 @@
+import { sql } from 'kysely';
+import type { Db } from '../../db/index.js';
+import type { Database } from '../../db/schema.js';
+import { filePathFromKey } from '../../storage/storage.js';
+
+/** Columns that hold a stored file's public path (`/uploads/…`) exactly, as the service writes it. */
+const PATH_COLUMNS = [
+  ['softwareVersions', 'filePath'],
+  ['releases', 'filePath'],
+  ['addons', 'iconUrl'],
+  ['screenshots', 'imageUrl'],
+  ['articles', 'coverImage'],
+  ['banners', 'imageUrl'],
+  ['galleryImages', 'imageUrl'],
+] as const satisfies readonly (readonly [keyof Database, string])[];
+
+/**
+ * Text that may name a stored file anywhere inside it: Markdown (an image in an article or an
+ * addon's description), and links that are absolute URLs of the service's own `/uploads/…`.
+ */
+const TEXT_COLUMNS = {
+  articles: ['contentZh', 'contentEn', 'summaryZh', 'summaryEn', 'coverImage'],
+  addons: ['descriptionZh', 'descriptionEn', 'iconUrl'],
+  softwarePackages: ['descriptionZh', 'descriptionEn'],
+  softwareVersions: ['changelogZh', 'changelogEn', 'externalUrl'],
+  releases: ['changelogZh', 'changelogEn', 'externalUrl'],
+  screenshots: ['imageUrl'],
+  banners: ['imageUrl'],
+  galleryImages: ['imageUrl'],
+} as const;
+
+/** `LIKE` wildcards in a key match more than the key: a few files more kept, never one named deleted. */
+/** Keys searched in text at once: SQLite nests a chain of `OR` one level deeper per term (at most 1000). */
+const TEXT_BATCH = 100;
+
+const containing = (key: string) => `%${filePathFromKey(key)}%`;
+
+/**
+ * The keys among `keys` that nothing names: no version, release, delta, addon icon, screenshot,
+ * article (cover or text), banner or gallery image. First by exact columns (indexed lookups), then,
+ * for the keys left, by searching the text columns.
+ */
+export async function unnamedKeys(db: Db, keys: readonly string[]): Promise<string[]> {
+  if (keys.length === 0) return [];
+  const named = new Set<string>();
+  const paths = keys.map(filePathFromKey);
+  for (const [table, column] of PATH_COLUMNS) {
+    const rows = await db.selectFrom(table).select(`${column} as path`).where(column, 'in', paths).execute();
+    for (const row of rows) if (row.path !== null) named.add(row.path.slice(filePathFromKey('').length));
+  }
+  const deltas = await db.selectFrom('softwareDeltas').select('fileKey').where('fileKey', 'in', keys).execute();
+  for (const row of deltas) if (row.fileKey !== null) named.add(row.fileKey);
+  const unnamed: string[] = [];
+  for (let i = 0; i < keys.length; i += TEXT_BATCH) {
+    unnamed.push(
+      ...(await notInText(
+        db,
+        keys.slice(i, i + TEXT_BATCH).filter((key) => !named.has(key)),
+      )),
+    );
+  }
+  return unnamed;
+}
+
+/** The keys among `keys` that no text column names (TEXT_BATCH keys at most: one `LIKE` per key and column). */
+async function notInText(db: Db, keys: readonly string[]): Promise<string[]> {
+  let left = [...keys];
+  for (const [table, columns] of Object.entries(TEXT_COLUMNS) as [keyof typeof TEXT_COLUMNS, readonly string[]][]) {
+    if (left.length === 0) break;
+    const refs = columns.map((column) => sql.ref<string | null>(column));
+    const texts = await db
+      .selectFrom(table)
+      .select(refs.map((ref, i) => ref.as(`t${i}`)))
+      .where((eb) => eb.or(refs.flatMap((ref) => left.map((key) => eb(ref, 'like', containing(key))))))
+      .execute();
+    const found = texts.flatMap((row: Record<string, string | null>) => Object.values(row));
+    left = left.filter((key) => !found.some((text) => text?.includes(filePathFromKey(key))));
+  }
+  return left;
+}
