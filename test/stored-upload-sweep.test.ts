@@ -84,7 +84,7 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
     expect(await metric('stored_uploads_swept_total')).toBe(1);
   });
 
-  it('never sweeps a file something names: version, release, delta, icon, screenshot, article (cover and text), banner, gallery', async () => {
+  it('never sweeps a file something names: version, release, delta, icon, screenshot, article (cover and text), banner (also as an absolute URL or with a query), gallery', async () => {
     const db = t.app.ctx.db;
     const at = new Date().toISOString();
     const file = (name: string) => upload(t, name, `bytes of ${name}`);
@@ -106,6 +106,8 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
       cover: await file('cover.png'),
       inArticle: await file('inline.png'),
       absolute: await file('absolute.png'),
+      absoluteLink: await file('absolute-banner.png'),
+      linkWithQuery: await file('query-banner.png'),
       banner: await file('banner.png'),
       gallery: await file('gallery.png'),
     };
@@ -168,7 +170,17 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
       .execute();
     await db
       .insertInto('banners')
-      .values({ id: 'b1', imageUrl: names.banner.filePath, sortOrder: 0, enabled: 1, createdAt: at })
+      .values([
+        { id: 'b1', imageUrl: names.banner.filePath, sortOrder: 0, enabled: 1, createdAt: at },
+        {
+          id: 'b2',
+          imageUrl: `https://dl.example.com${names.absoluteLink.filePath}`,
+          sortOrder: 1,
+          enabled: 1,
+          createdAt: at,
+        },
+        { id: 'b3', imageUrl: `${names.linkWithQuery.filePath}?v=2`, sortOrder: 2, enabled: 1, createdAt: at },
+      ])
       .execute();
     await db
       .insertInto('galleryImages')
@@ -201,7 +213,7 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
       .execute();
     const orphan = await file('orphan.zip');
 
-    expect(await t.app.ctx.uploadSweep.run(later())).toEqual({ examined: 11, swept: 1 });
+    expect(await t.app.ctx.uploadSweep.run(later())).toEqual({ examined: 13, swept: 1 });
     expect(await stored(orphan.filePath)).toBe(false);
     for (const [kind, named] of Object.entries({ version: versionFile, ...names })) {
       expect(await stored(named.filePath), kind).toBe(true);

@@ -107,10 +107,15 @@ export class FileService {
   /** Removes an object that was written but must not be kept (e.g. an upload over the size limit). */
   async discard(filePath: string): Promise<void> {
     const key = keyFromFilePath(filePath);
-    if (key === null) return;
-    await this.storage.delete(key);
-    await this.db.deleteFrom('files').where('key', '=', key).execute();
-    this.names.delete(key);
+    if (key !== null) await this.discardKeys([key]);
+  }
+
+  /** Removes stored objects and their upload records (one statement for the records). */
+  async discardKeys(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    for (const key of keys) await this.storage.delete(key);
+    await this.db.deleteFrom('files').where('key', 'in', keys).execute();
+    for (const key of keys) this.names.delete(key);
   }
 
   /**
@@ -120,7 +125,7 @@ export class FileService {
   async discardUnlessNamed(filePath: string): Promise<void> {
     const key = keyFromFilePath(filePath);
     if (key === null) return;
-    if ((await unnamedKeys(this.db, [key])).length > 0) await this.discard(filePath);
+    await this.discardKeys(await unnamedKeys(this.db, [key]));
   }
 
   /** The upload record of a stored file whose key holds `unique` (a resumable upload's id). */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Db } from '../../db/index.js';
 import { Poller, takeLease } from '../../db/jobs.js';
 import { now as clockNow } from '../../domain/clock.js';
-import { filePathFromKey, type Storage } from '../../storage/storage.js';
+import type { Storage } from '../../storage/storage.js';
 import { unnamedKeys } from './names.js';
 import type { FileService } from './service.js';
 
@@ -49,7 +49,7 @@ export class StoredUploadSweep extends Poller {
     const sweep = async () => {
       if (!(await takeLease(this.db, JOB, this.holder, clockNow(), LEASE_MS))) throw new Error('sweep lease lost');
       const unnamed = await unnamedKeys(this.db, batch);
-      for (const key of unnamed) await this.files.discard(filePathFromKey(key));
+      await this.files.discardKeys(unnamed);
       counts.swept += unnamed.length;
       batch = [];
     };
