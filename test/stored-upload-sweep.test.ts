@@ -8,7 +8,15 @@ import { loadConfig } from '../src/config.js';
 import { LocalStorage } from '../src/storage/local.js';
 import { S3Storage } from '../src/storage/s3.js';
 import { keyFromFilePath, type Storage } from '../src/storage/storage.js';
-import { admin, buildTestApp, createPackage, createVersion, type TestApp, upload } from './helpers/app.js';
+import {
+  admin,
+  buildSecondApp,
+  buildTestApp,
+  createPackage,
+  createVersion,
+  type TestApp,
+  upload,
+} from './helpers/app.js';
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from './helpers/s3.js';
 
 /**
@@ -74,6 +82,11 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
   it('sweeps an unnamed file once older than UPLOAD_EXPIRY_HOURS, keeps it while young; counted in /metrics', async () => {
     const orphan = await upload(t, 'orphan.zip', 'nobody names me');
     expect(await t.app.ctx.uploadSweep.run()).toEqual({ examined: 1, swept: 0 });
+    expect(await stored(orphan.filePath)).toBe(true);
+    // One instance at a time: another one finds the lease held (it lasts minutes after a sweep).
+    const second = await buildSecondApp(t);
+    expect(await second.ctx.uploadSweep.run()).toBeNull();
+    await second.close();
     expect(await stored(orphan.filePath)).toBe(true);
     expect(await t.app.ctx.uploadSweep.run(later())).toEqual({ examined: 1, swept: 1 });
     expect(await stored(orphan.filePath)).toBe(false);
