@@ -42,11 +42,12 @@ type TextTable =
 /** Keys searched in text at once: SQLite nests a chain of `OR` one level deeper per term (at most 1000). */
 const TEXT_BATCH = 100;
 
+/** `LIKE` wildcards in a key (`_`) match more than the key: the text found is then searched for the key itself. */
 const containing = (key: string) => `%${filePathFromKey(key)}%`;
 
 /**
  * The keys among `keys` that nothing names: no version, release, delta, addon icon, screenshot,
- * article (cover or text), banner or gallery image. First by exact columns (indexed lookups), then,
+ * article (cover or text), banner or gallery image. First by the columns that hold a path exactly, then,
  * for the keys left, by searching the text columns.
  */
 export async function unnamedKeys(db: Db, keys: readonly string[]): Promise<string[]> {
