@@ -36,6 +36,7 @@ import { feedRoutes } from './modules/feeds/routes.js';
 import { fileRoutes } from './modules/files/routes.js';
 import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
+import { StoredUploadSweep } from './modules/files/sweep.js';
 import { installIdempotency } from './modules/idempotency/plugin.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
@@ -112,6 +113,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       maxBytes: config.maxUploadBytes,
       expiryHours: config.uploadExpiryHours,
     }),
+    uploadSweep: new StoredUploadSweep(
+      db,
+      storage,
+      files,
+      config.uploadExpiryHours * 3600_000,
+      metrics?.storedUploadsSwept,
+    ),
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -214,6 +222,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await ctx.deltas.stop();
       ctx.housekeeping.stop();
       ctx.resumable.stop();
+      await ctx.uploadSweep.stop();
       await ctx.webhooks.stop();
       await server.close();
       await ctx.devices.close();

@@ -8,6 +8,7 @@ import type { DeviceService } from './modules/devices/service.js';
 import type { DownloadService } from './modules/downloads/service.js';
 import type { WebhookWorker } from './modules/webhooks/worker.js';
 import type { ResumableUploads } from './modules/files/resumable.js';
+import type { StoredUploadSweep } from './modules/files/sweep.js';
 import type { FileService } from './modules/files/service.js';
 import type { SharedLimits } from './http/shared-limits.js';
 import type { Signer } from './modules/signing/signer.js';
@@ -27,6 +28,8 @@ export interface AppContext {
   readonly files: FileService;
   /** Resumable (tus) uploads; their expiry sweep is started by the server. */
   readonly resumable: ResumableUploads;
+  /** Deletes old stored files nothing names (started by the server, like the resumable expiry). */
+  readonly uploadSweep: StoredUploadSweep;
   readonly downloads: DownloadService;
   readonly limits: SharedLimits;
   readonly housekeeping: DeviceHousekeeping;

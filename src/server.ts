@@ -48,6 +48,7 @@ async function main(): Promise<void> {
   // Retention and the online history: each instance tries every minute, one at a time runs.
   app.ctx.housekeeping.start((err) => log.error({ err }, 'device housekeeping failed'));
   app.ctx.resumable.start(10 * 60_000, (err) => log.error({ err }, 'expired upload sweep failed'));
+  app.ctx.uploadSweep.start((err) => log.error({ err }, 'sweep of stored files nothing names failed'));
   app.ctx.webhooks.start((err) => log.error({ err }, 'webhook delivery failed'));
   if (config.deltas.enabled) await app.ctx.deltas.launch((err) => log.error({ err }, 'delta job failed'));
 }

@@ -206,9 +206,19 @@ describe.runIf(withMinisign)('fileSignature with PUBLISHER_KEYS', () => {
     expect(res.json().error).toMatch(reason);
   }
 
+  /**
+   * A refusal of `file` (named by nothing yet): the refused upload is deleted at once (issue 38), and
+   * the same bytes are uploaded again for the next try.
+   */
+  async function refusedAndGone(method: 'POST', url: string, body: object, reason: RegExp, file: Stored) {
+    await refused(method, url, body, reason);
+    expect((await t.inject({ method: 'GET', url: file.filePath })).statusCode).toBe(404);
+    return store(t, fs.readFileSync(file.local, 'utf8'));
+  }
+
   it('takes a version signed by a publisher key, ours or minisign-made, and refuses every other', async () => {
     const pkg = await createPackage(t, { slug: uniq('guarded'), name: '启动器' });
-    const file = await store(t, 'guarded launcher 1');
+    let file = await store(t, 'guarded launcher 1');
     const url = `/api/software/${pkg.id}/versions`;
     const v = (versionCode: number, fileSignature?: string) => ({
       version: String(versionCode),
@@ -217,10 +227,22 @@ describe.runIf(withMinisign)('fileSignature with PUBLISHER_KEYS', () => {
       ...(fileSignature !== undefined ? { fileSignature } : {}),
     });
 
-    await refused('POST', url, v(1), /is required/);
-    await refused('POST', url, v(1, await signVersion(intruder, file, pkg.slug, 1)), /not a trusted key/);
+    file = await refusedAndGone('POST', url, v(1), /is required/, file);
+    file = await refusedAndGone(
+      'POST',
+      url,
+      v(1, await signVersion(intruder, file, pkg.slug, 1)),
+      /not a trusted key/,
+      file,
+    );
     const forOtherPackage = await signVersion(publisher, file, 'another-package', 1);
-    await refused('POST', url, v(1, forOtherPackage), /trusted comment is "package=another-package/);
+    file = await refusedAndGone(
+      'POST',
+      url,
+      v(1, forOtherPackage),
+      /trusted comment is "package=another-package/,
+      file,
+    );
     const otherFile = await store(t, 'another file');
     // Signed over another file (with this file's hash in its comment): the bytes do not match.
     const overOther = await signFile(
@@ -228,7 +250,7 @@ describe.runIf(withMinisign)('fileSignature with PUBLISHER_KEYS', () => {
       otherFile.local,
       versionTrustedComment({ slug: pkg.slug, versionCode: 1, sha256: file.sha256 }),
     );
-    await refused('POST', url, v(1, overOther), /does not match the file/);
+    file = await refusedAndGone('POST', url, v(1, overOther), /does not match the file/, file);
 
     const signed = await signVersion(publisher, file, pkg.slug, 1);
     const first = await admin(t, 'POST', url, v(1, signed));
@@ -306,28 +328,36 @@ describe.runIf(withMinisign)('fileSignature with PUBLISHER_KEYS', () => {
     const addon = (await admin(t, 'POST', '/api/addons', { slug, name: '地图', summary: '简介' })).json<{
       id: string;
     }>();
-    const file = await store(t, 'guarded addon 1');
+    let file = await store(t, 'guarded addon 1');
     const r = (version: string, fileSignature?: string) => ({
       addonId: addon.id,
       version,
       filePath: file.filePath,
       ...(fileSignature !== undefined ? { fileSignature } : {}),
     });
-    await refused('POST', '/api/releases', r('1.0'), /is required/);
-    await refused(
+    file = await refusedAndGone('POST', '/api/releases', r('1.0'), /is required/, file);
+    file = await refusedAndGone(
       'POST',
       '/api/releases',
       r('1.0', await signRelease(intruder, file, slug, '1.0')),
       /not a trusted key/,
+      file,
     );
-    await refused(
+    file = await refusedAndGone(
       'POST',
       '/api/releases',
       r('1.0', await signRelease(publisher, file, 'other-addon', '1.0')),
       /addon=other-addon/,
+      file,
     );
     // A launcher version's signature of the same file is no release signature.
-    await refused('POST', '/api/releases', r('1.0', await signVersion(publisher, file, slug, 1)), /expected "addon=/);
+    file = await refusedAndGone(
+      'POST',
+      '/api/releases',
+      r('1.0', await signVersion(publisher, file, slug, 1)),
+      /expected "addon=/,
+      file,
+    );
     const signed = await signRelease(publisher, file, slug, '1.0');
     const created = await admin(t, 'POST', '/api/releases', r('1.0', signed));
     expect(created.statusCode, created.body).toBe(201);

@@ -71,6 +71,25 @@ export function attemptOutcome<S extends string>(
 }
 
 /**
+ * Takes or renews the lease of a job that one instance at a time runs (`jobLeases`), unless another
+ * holder's lease is still running; answers whether `holder` has it until `at + leaseMs`.
+ */
+export async function takeLease(db: Db, name: string, holder: string, at: number, leaseMs: number): Promise<boolean> {
+  await db
+    .insertInto('jobLeases')
+    .values({ name, holder: '', expiresMs: 0 })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
+  const taken = await db
+    .updateTable('jobLeases')
+    .set({ holder, expiresMs: at + leaseMs })
+    .where('name', '=', name)
+    .where((eb) => eb.or([eb('holder', '=', holder), eb('expiresMs', '<=', at)]))
+    .executeTakeFirst();
+  return taken.numUpdatedRows > 0n;
+}
+
+/**
  * Runs `tick` every `pollMs` on each instance, one pass at a time; `stop` waits for the pass under way.
  */
 export abstract class Poller {

@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { DatabaseHandle } from '../db/index.js';
 import type { HeartbeatObserver } from '../modules/devices/service.js';
 import type { DownloadKind } from '../modules/downloads/counting.js';
+import type { SweepCounts } from '../modules/files/sweep.js';
 import { RouteTally } from './route-tally.js';
 
 /** What the collect-time gauges read: answered when Prometheus scrapes, never on a request. */
@@ -29,6 +30,8 @@ export class Metrics {
   readonly heartbeats: HeartbeatObserver;
   readonly downloadCounted: (kind: DownloadKind, count: number) => void;
   readonly uploaded: (bytes: number) => void;
+  /** One sweep of stored uploads nothing names (files/sweep). */
+  readonly storedUploadsSwept: (counts: SweepCounts) => void;
   readonly cacheLookup: (key: string, hit: boolean) => void;
 
   constructor(sources: MetricsSources) {
@@ -93,6 +96,21 @@ export class Metrics {
 
     const uploadBytes = new Counter({ name: 'upload_bytes_total', help: 'Bytes of stored uploads', registers });
     this.uploaded = (bytes) => uploadBytes.inc(bytes);
+
+    const examined = new Counter({
+      name: 'stored_uploads_examined_total',
+      help: 'Stored files listed by the sweep of files nothing names',
+      registers,
+    });
+    const swept = new Counter({
+      name: 'stored_uploads_swept_total',
+      help: 'Stored files deleted by the sweep: older than UPLOAD_EXPIRY_HOURS and named by nothing',
+      registers,
+    });
+    this.storedUploadsSwept = (counts) => {
+      examined.inc(counts.examined);
+      swept.inc(counts.swept);
+    };
 
     /** Lookups per cache since the last scrape: plain numbers on the hot path, added to the counter when scraped. */
     const lookups = new Map<string, { hit: number; miss: number }>();

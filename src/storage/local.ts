@@ -6,7 +6,14 @@ import { pipeline } from 'node:stream/promises';
 import { FileStore } from '@tus/file-store';
 import { FileBody } from './file-body.js';
 import { RESUMABLE_FOLDER, type ResumableStore } from './resumable.js';
-import { type ByteRange, isSafeKey, type ObjectInfo, type Storage, type WrittenObject } from './storage.js';
+import {
+  type ByteRange,
+  isSafeKey,
+  type ListedObject,
+  type ObjectInfo,
+  type Storage,
+  type WrittenObject,
+} from './storage.js';
 
 /** Passes bytes through while counting and hashing them. */
 export function hashingCounter(): Transform & { digest(): WrittenObject } {
@@ -126,6 +133,25 @@ export class LocalStorage implements Storage {
     const entry = this.resolve(key);
     const folder = await this.realFolder(entry);
     if (folder !== null) await fs.promises.rm(path.join(folder, path.basename(entry)), { force: true });
+  }
+
+  /**
+   * Walks the folders a directory handle at a time (never a whole folder's names at once), skipping
+   * entries whose name starts with a dot (`.tmp`, `.tus`) and anything not a plain file (links too).
+   */
+  async *list(): AsyncIterable<ListedObject> {
+    const folders: string[] = [''];
+    for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
+      for await (const entry of await fs.promises.opendir(path.join(this.root, ...folder.split('/')))) {
+        if (entry.name.startsWith('.')) continue;
+        const key = folder === '' ? entry.name : `${folder}/${entry.name}`;
+        if (entry.isDirectory()) folders.push(key);
+        else if (entry.isFile() && isSafeKey(key)) {
+          const stat = await fs.promises.lstat(path.join(this.root, ...key.split('/'))).catch(() => null);
+          if (stat !== null) yield { key, lastModified: stat.mtime };
+        }
+      }
+    }
   }
 
   resumable(expiryMs: number): ResumableStore {

@@ -20,7 +20,14 @@ import type { StorageConfig } from '../config.js';
 import { contentDisposition } from '../modules/downloads/service.js';
 import { hashingCounter } from './local.js';
 import { isGone, RESUMABLE_FOLDER, type ResumableStore } from './resumable.js';
-import { type ByteRange, isSafeKey, type ObjectInfo, type Storage, type WrittenObject } from './storage.js';
+import {
+  type ByteRange,
+  isSafeKey,
+  type ListedObject,
+  type ObjectInfo,
+  type Storage,
+  type WrittenObject,
+} from './storage.js';
 
 export type S3StorageConfig = Extract<StorageConfig, { kind: 's3' }>;
 
@@ -168,6 +175,22 @@ export class S3Storage implements Storage {
 
   async delete(key: string): Promise<void> {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key: this.objectKey(key) }));
+  }
+
+  /** The objects under the prefix, a page (up to 1000) at a time; keys the store would refuse (`.tus/…`) skipped. */
+  async *list(): AsyncIterable<ListedObject> {
+    const prefix = this.config.prefix === '' ? '' : `${this.config.prefix}/`;
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.config.bucket, Prefix: prefix, ContinuationToken: token }),
+      );
+      for (const object of page.Contents ?? []) {
+        const key = (object.Key ?? '').slice(prefix.length);
+        if (isSafeKey(key)) yield { key, lastModified: object.LastModified ?? new Date(0) };
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token !== undefined);
   }
 
   /** A short-lived GET URL that downloads as an attachment named `fileName`; null when not enabled. */

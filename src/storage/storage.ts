@@ -13,6 +13,12 @@ export interface ObjectInfo {
   lastModified: Date;
 }
 
+/** A stored object as a listing names it. */
+export interface ListedObject {
+  key: string;
+  lastModified: Date;
+}
+
 export interface WrittenObject {
   size: number;
   sha256: string;
@@ -30,6 +36,8 @@ export interface Storage {
   /** `checked`: what `stat` of this key just answered, so that a store may skip checks it made then. */
   read(key: string, range?: ByteRange, checked?: ObjectInfo): Promise<Readable>;
   delete(key: string): Promise<void>;
+  /** Every stored key (not the store's own `.tmp`/`.tus` places), streamed a folder or a page at a time. */
+  list(): AsyncIterable<ListedObject>;
   /** The file holding a key's bytes, for a program to read directly (local store only); null when absent. */
   localPath?(key: string): string | null;
   /** A short-lived URL a client may download from directly, when the operator enabled it. */

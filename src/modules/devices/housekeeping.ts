@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setImmediate } from 'node:timers/promises';
 import { type RawBuilder, sql } from 'kysely';
 import type { DatabaseHandle, Db } from '../../db/index.js';
+import { takeLease } from '../../db/jobs.js';
 import { now as clockNow } from '../../domain/clock.js';
 import { OFFLINE_AFTER_MS } from './service.js';
 
@@ -113,7 +114,7 @@ export class DeviceHousekeeping {
 
   /** One run at `at`; answers false when another instance holds the lease. */
   async run(at = clockNow()): Promise<boolean> {
-    if (!(await this.lease(at))) return false;
+    if (!(await takeLease(this.db, JOB, this.holder, at, LEASE_MS))) return false;
     await this.sample(at);
     const devicesBeforeMs = at - this.retention.deviceDays * DAY_MS;
     const devicesBefore = new Date(devicesBeforeMs).toISOString();
@@ -214,22 +215,6 @@ export class DeviceHousekeeping {
           .execute(),
     );
     return true;
-  }
-
-  /** Takes or renews the lease unless another holder's is still running. */
-  private async lease(at: number): Promise<boolean> {
-    await this.db
-      .insertInto('jobLeases')
-      .values({ name: JOB, holder: '', expiresMs: 0 })
-      .onConflict((oc) => oc.column('name').doNothing())
-      .execute();
-    const taken = await this.db
-      .updateTable('jobLeases')
-      .set({ holder: this.holder, expiresMs: at + LEASE_MS })
-      .where('name', '=', JOB)
-      .where((eb) => eb.or([eb('holder', '=', this.holder), eb('expiresMs', '<=', at)]))
-      .executeTakeFirst();
-    return taken.numUpdatedRows > 0n;
   }
 
   /** Online launchers by app version into the 5-minute slot of `at` (once per slot). */

@@ -1,7 +1,13 @@
-import { checkSignature, MinisignFormatError, parseSignature, prehash } from 'patchwell-client/minisign';
+import {
+  checkSignature,
+  MinisignFormatError,
+  type MinisignPublicKey,
+  parseSignature,
+  prehash,
+} from 'patchwell-client/minisign';
 import type { AppContext } from '../../context.js';
 import { badRequest } from '../../http/errors.js';
-import { keyFromFilePath } from '../../storage/storage.js';
+import { keyFromFilePath, type Storage } from '../../storage/storage.js';
 import type { DownloadColumns } from './fields.js';
 
 const FIELD = 'body.fileSignature';
@@ -45,12 +51,27 @@ export async function requirePublisherSignature(
 ): Promise<void> {
   const keys = ctx.config.publisherKeys;
   if (keys === null || row.downloadType !== 'local' || row.filePath === '') return;
-  if (row.fileSignature === null) {
-    throw badRequest(`${FIELD}: is required: the file must be signed by a publisher key (PUBLISHER_KEYS)`);
-  }
   const key = keyFromFilePath(row.filePath);
   if (key === null) throw badRequest(`body.filePath: must name a file in the store (/uploads/…)`);
-  const digest = await prehash(await ctx.storage.read(key));
-  const verdict = checkSignature(parseSignature(row.fileSignature), keys, digest, trustedComment);
-  if (!verdict.ok) throw badRequest(`${FIELD}: ${verdict.reason}`);
+  const refusal =
+    row.fileSignature === null
+      ? 'is required: the file must be signed by a publisher key (PUBLISHER_KEYS)'
+      : await signatureRefusal(ctx.storage, keys, key, row.fileSignature, trustedComment);
+  if (refusal === null) return;
+  // Nothing refused stays: the upload goes at once, unless something already names it.
+  await ctx.files.discardUnlessNamed(row.filePath);
+  throw badRequest(`${FIELD}: ${refusal}`);
+}
+
+/** Why `signature` does not verify the stored file `key` under PUBLISHER_KEYS, or null when it does. */
+async function signatureRefusal(
+  storage: Storage,
+  keys: readonly MinisignPublicKey[],
+  key: string,
+  signature: string,
+  trustedComment: string,
+): Promise<string | null> {
+  const digest = await prehash(await storage.read(key));
+  const verdict = checkSignature(parseSignature(signature), keys, digest, trustedComment);
+  return verdict.ok ? null : verdict.reason;
 }

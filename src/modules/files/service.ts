@@ -6,6 +6,7 @@ import { nowIso } from '../../domain/clock.js';
 import { badRequest } from '../../http/errors.js';
 import { hashingCounter } from '../../storage/local.js';
 import { filePathFromKey, keyFromFilePath, type Storage } from '../../storage/storage.js';
+import { unnamedKeys } from './names.js';
 
 export interface UploadedFile {
   filePath: string;
@@ -106,10 +107,25 @@ export class FileService {
   /** Removes an object that was written but must not be kept (e.g. an upload over the size limit). */
   async discard(filePath: string): Promise<void> {
     const key = keyFromFilePath(filePath);
+    if (key !== null) await this.discardKeys([key]);
+  }
+
+  /** Removes stored objects and their upload records (one statement for the records). */
+  async discardKeys(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    for (const key of keys) await this.storage.delete(key);
+    await this.db.deleteFrom('files').where('key', 'in', keys).execute();
+    for (const key of keys) this.names.delete(key);
+  }
+
+  /**
+   * Removes a stored upload that was refused (its signature), unless a version, release, image or
+   * article names it: a file something names is never deleted.
+   */
+  async discardUnlessNamed(filePath: string): Promise<void> {
+    const key = keyFromFilePath(filePath);
     if (key === null) return;
-    await this.storage.delete(key);
-    await this.db.deleteFrom('files').where('key', '=', key).execute();
-    this.names.delete(key);
+    await this.discardKeys(await unnamedKeys(this.db, [key]));
   }
 
   /** The upload record of a stored file whose key holds `unique` (a resumable upload's id). */
