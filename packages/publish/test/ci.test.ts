@@ -9,6 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
 import { minisign, minisignKeyPair } from '../../../test/helpers/minisign.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { forward } from './forward.js';
 import { versionTrustedComment } from 'patchwell-client/minisign';
 
 /**
@@ -40,18 +41,7 @@ beforeAll(async () => {
       res.writeHead(status, { 'retry-after': '0', 'content-type': 'text/html' }).end('<html>busy</html>');
       return;
     }
-    const upstream = http.request(
-      { host: base.hostname, port: base.port, method: req.method, path: req.url, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    upstream.on('error', () => res.destroy());
-    req.on('data', (chunk: Buffer) => {
-      if (req.method === 'PATCH') proxied.patchBytes += chunk.length;
-    });
-    req.pipe(upstream);
+    forward(base, req, res, (bytes) => (proxied.patchBytes += bytes));
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   server = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { forward } from './forward.js';
 
 /**
  * launcher-publish (issue 27) as a program, against the real service on loopback through a proxy
@@ -32,22 +33,9 @@ beforeAll(async () => {
   await createPackage(t, { slug: 'cli-launcher', name: '启动器' });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-publish-'));
   proxy = http.createServer((req, res) => {
-    const forward = () => {
-      const upstream = http.request(
-        { host: base.hostname, port: base.port, method: req.method, path: req.url, headers: req.headers },
-        (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        },
-      );
-      upstream.on('error', () => res.destroy());
-      req.on('data', (chunk: Buffer) => {
-        if (req.method === 'PATCH') counted.patchBytes += chunk.length;
-      });
-      req.pipe(upstream);
-    };
-    if (req.method === 'PATCH' && counted.delayMs > 0) setTimeout(forward, counted.delayMs);
-    else forward();
+    const send = () => forward(base, req, res, (bytes) => (counted.patchBytes += bytes));
+    if (req.method === 'PATCH' && counted.delayMs > 0) setTimeout(send, counted.delayMs);
+    else send();
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   server = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
