@@ -60,7 +60,7 @@ describe('Idempotency-Key on version creation', () => {
     expect(await versionsOf(pkg.id)).toHaveLength(1);
   });
 
-  it('a request still running with the key: 409 with Retry-After; a refused request keeps no key', async () => {
+  it('a request still running with the key: 409 with Retry-After, whatever the body; a refused request keeps no key', async () => {
     const pkg = await createPackage(t, { slug: 'idem-two', name: 'Idem' });
     const url = `/api/software/${pkg.id}/versions`;
     const userId = (await t.inject({ url: '/api/admin/me', headers: { cookie: t.cookie } })).json<{
@@ -79,6 +79,9 @@ describe('Idempotency-Key on version creation', () => {
     expect(busy.statusCode).toBe(409);
     expect(busy.headers['retry-after']).toBe('1');
     expect(busy.json()).toEqual({ error: expect.stringContaining('still') });
+    // Another body under a running key waits too: a concurrent run with its own upload learns the outcome.
+    const busyOther = await post(second, url, 'running', { ...body, versionCode: 402 });
+    expect(busyOther.statusCode).toBe(409);
 
     const refused = await post(t.app, `/api/software/${pkg.id}/versions`, 'bad', { ...body, versionCode: 'x' });
     expect(refused.statusCode).toBe(400);

@@ -194,20 +194,29 @@ function sameFile<T extends { sha256: string | null }>(existing: T, file: LocalF
   );
 }
 
-/** Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. */
+/**
+ * Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. A 422
+ * from the creation is a concurrent run of this build (its own upload, so another body under the same
+ * Idempotency-Key) that made the entry first: `made` looks it up.
+ */
 async function publishFile<T>(
   api: Api,
   options: ParsedOptions,
   file: LocalFile,
   context: Context,
   create: (filePath: string) => Promise<T>,
+  made: () => Promise<T | undefined>,
 ): Promise<T> {
   const state = new FileUrlStorage(stateFile(context.env));
   const progress = progressReporter(context.progress, `upload ${file.name}`);
   const chunkBytes = integerOption(options, 'chunk-size', 1, Number.MAX_SAFE_INTEGER) ?? CHUNK_BYTES;
   const stored = await uploadFile(api, file, { state, progress, chunkBytes });
   progress.done();
-  const created = await create(stored.filePath);
+  const created = await create(stored.filePath).catch(async (err: unknown) => {
+    const existing = err instanceof ApiError && err.status === 422 ? await made() : undefined;
+    if (existing === undefined) throw err;
+    return existing;
+  });
   await forgetUpload(api, file, state);
   return created;
 }
@@ -253,9 +262,13 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
     file,
     versionTrustedComment({ slug, versionCode, sha256: file.sha256 }),
   );
-  return publishFile(api, options, file, context, (filePath) =>
-    api
-      .json<Version>(
+  return publishFile(
+    api,
+    options,
+    file,
+    context,
+    (filePath) =>
+      api.json<Version>(
         'POST',
         `/api/software/${encodeURIComponent(pkg.id)}/versions`,
         defined({
@@ -272,16 +285,8 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
           fileSignature,
         }),
         { idempotencyKey: idempotencyKey(slug, versionCode, file.sha256) },
-      )
-      .catch(async (err: unknown) => {
-        // A concurrent run of this build (its own upload, so another body under the same key) made it.
-        const made =
-          err instanceof ApiError && err.status === 422
-            ? stored((await api.json<Package>('GET', pkgPath)).versions)
-            : undefined;
-        if (made === undefined) throw err;
-        return made;
-      }),
+      ),
+    async () => stored((await api.json<Package>('GET', pkgPath)).versions),
   );
 }
 
@@ -296,31 +301,43 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
   const file = await describeFile(options.require('file'));
   await checkRole(api);
   // The administrators' read: it lists scheduled releases too (publishAt in the future), not yet public.
-  const addon = await api.json<Addon>('GET', `/api/admin/addons/${encodeURIComponent(slug)}`);
-  const existing = addon.releases.find((r) => r.version === version);
-  if (existing !== undefined) return sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
+  const addonPath = `/api/admin/addons/${encodeURIComponent(slug)}`;
+  /** The stored release of this version when it holds this file (a rerun), else a conflict. */
+  const stored = (releases: Addon['releases']) => {
+    const existing = releases.find((r) => r.version === version);
+    return existing && sameFile(existing, file, `${slug} release ${version} (id ${existing.id})`);
+  };
+  const addon = await api.json<Addon>('GET', addonPath);
+  const existing = stored(addon.releases);
+  if (existing !== undefined) return existing;
   const fileSignature = await signatureFor(
     options,
     context,
     file,
     releaseTrustedComment({ slug, version, sha256: file.sha256 }),
   );
-  return publishFile(api, options, file, context, (filePath) =>
-    api.json<Release>(
-      'POST',
-      '/api/releases',
-      defined({
-        addonId: addon.id,
-        version,
-        changelogZh: options.get('changelog-zh'),
-        changelogEn: options.get('changelog-en'),
-        downloadType: 'local',
-        filePath,
-        dependencies: requires.length > 0 ? requires.map((dependency) => ({ slug: dependency })) : undefined,
-        fileSignature,
-      }),
-      { idempotencyKey: idempotencyKey(slug, version, file.sha256) },
-    ),
+  return publishFile(
+    api,
+    options,
+    file,
+    context,
+    (filePath) =>
+      api.json<Release>(
+        'POST',
+        '/api/releases',
+        defined({
+          addonId: addon.id,
+          version,
+          changelogZh: options.get('changelog-zh'),
+          changelogEn: options.get('changelog-en'),
+          downloadType: 'local',
+          filePath,
+          dependencies: requires.length > 0 ? requires.map((dependency) => ({ slug: dependency })) : undefined,
+          fileSignature,
+        }),
+        { idempotencyKey: idempotencyKey(slug, version, file.sha256) },
+      ),
+    async () => stored((await api.json<Addon>('GET', addonPath)).releases),
   );
 }
 

@@ -25,8 +25,12 @@ let token: string;
 let server: string;
 let proxy: http.Server;
 let dir: string;
-/** PATCH bytes forwarded; statuses to answer (one each) before forwarding the requests they match. */
-const proxied = { patchBytes: 0, failures: [] as number[], failing: '' };
+/**
+ * PATCH bytes forwarded; statuses to answer (one each) before forwarding the requests they match;
+ * the first two POSTs to a path ending in `together` are held until both have come, then forwarded at once.
+ */
+const proxied = { patchBytes: 0, failures: [] as number[], failing: '', together: '' };
+const held: (() => void)[] = [];
 
 beforeAll(async () => {
   t = await buildTestApp();
@@ -41,7 +45,16 @@ beforeAll(async () => {
       res.writeHead(status, { 'retry-after': '0', 'content-type': 'text/html' }).end('<html>busy</html>');
       return;
     }
-    forward(base, req, res, (bytes) => (proxied.patchBytes += bytes));
+    const send = () => forward(base, req, res, (bytes) => (proxied.patchBytes += bytes));
+    if (proxied.together !== '' && req.method === 'POST' && req.url?.endsWith(proxied.together)) {
+      held.push(send);
+      if (held.length === 2) {
+        proxied.together = '';
+        for (const release of held.splice(0)) release();
+      }
+      return;
+    }
+    send();
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   server = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
@@ -52,7 +65,7 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 beforeEach(() => {
-  Object.assign(proxied, { patchBytes: 0, failures: [], failing: '' });
+  Object.assign(proxied, { patchBytes: 0, failures: [], failing: '', together: '' });
 });
 
 interface Run {
@@ -167,8 +180,9 @@ describe('launcher-publish in CI', () => {
     expect(proxied.patchBytes).toBe(0);
   });
 
-  it('two concurrent runs of the same build make one version', async () => {
+  it('two concurrent runs of the same build make one version, their creations racing', async () => {
     const file = build('twice.bin', 400_000);
+    proxied.together = '/versions';
     const [a, b] = await Promise.all([
       run(versionArgs(file, 400), {}, 'state-a.json'),
       run(versionArgs(file, 400), {}, 'state-b.json'),
@@ -177,6 +191,21 @@ describe('launcher-publish in CI', () => {
     expect(b.code, b.stderr).toBe(0);
     expect(JSON.parse(a.stdout).id).toBe(JSON.parse(b.stdout).id);
     expect((await versions()).filter((v) => v.versionCode === 400)).toHaveLength(1);
+  });
+
+  it('two concurrent runs of the same addon release make one release, their creations racing', async () => {
+    expect(
+      (await admin(t, 'POST', '/api/addons', { slug: 'ci-addon', name: '插件', summary: '简介' })).statusCode,
+    ).toBe(201);
+    const file = build('twice.zip', 300_000);
+    const args = ['release', '--server', server, '--addon', 'ci-addon', '--version', '1.0.0', '--file', file];
+    proxied.together = '/api/releases';
+    const [a, b] = await Promise.all([run(args, {}, 'state-ra.json'), run(args, {}, 'state-rb.json')]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    expect(JSON.parse(a.stdout).id).toBe(JSON.parse(b.stdout).id);
+    const releases = (await admin(t, 'GET', '/api/admin/addons/ci-addon')).json<{ releases: unknown[] }>().releases;
+    expect(releases).toHaveLength(1);
   });
 
   it("--signature FILE.minisig: Debian's minisign -S on an offline machine; checked before anything is sent", async () => {

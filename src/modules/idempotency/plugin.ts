@@ -42,7 +42,7 @@ export const storedKey = (userId: string, route: string, key: string): string =>
 /**
  * Makes the POST routes `urls` idempotent under the `Idempotency-Key` header, across instances (the
  * keys live in the database): the same key with the same body answers the first success again; with
- * another body 422; while the first request with it still runs 409. Only successes are kept: a
+ * another body 422; while the first request with it still runs 409 (whatever the body). Only successes are kept: a
  * refused or failed request may be retried with its key. Keys are the caller's (per user) and route's,
  * kept `IDEMPOTENCY_KEY_HOURS`.
  */
@@ -72,9 +72,7 @@ export function installIdempotency(app: FastifyInstance, db: Db, urls: readonly 
     }
     const row = await db.selectFrom('idempotencyKeys').selectAll().where('key', '=', key).executeTakeFirst();
     if (row === undefined) return begin(request, reply);
-    if (row.fingerprint !== fingerprint) {
-      throw new AppError(422, 'Idempotency-Key: already used for a request with another body');
-    }
+    // Still running: 409 whatever the body, since its outcome (and so whether the key stays used) is unknown.
     if (row.statusCode === null || row.response === null) {
       if (Date.parse(row.createdAt) + ABANDONED_MS > at) {
         reply.header('Retry-After', '1');
@@ -82,6 +80,9 @@ export function installIdempotency(app: FastifyInstance, db: Db, urls: readonly 
       }
       await db.deleteFrom('idempotencyKeys').where('key', '=', key).where('createdAt', '=', row.createdAt).execute();
       return begin(request, reply);
+    }
+    if (row.fingerprint !== fingerprint) {
+      throw new AppError(422, 'Idempotency-Key: already used for a request with another body');
     }
     return reply
       .code(row.statusCode)
