@@ -317,9 +317,13 @@ export class AddonManager {
     let after: AddonManifest;
     let moveAside: string[];
     try {
+      // Held in this install's own work folder: a prune of the downloads (after a confirmed launcher
+      // install, perhaps in another process) cannot take the archive away mid-install.
+      const held = path.join(work, 'archive.zip');
+      await fs.promises.link(zip, held).catch(() => fs.promises.copyFile(zip, held));
       onProgress?.({ phase: 'extract', slug });
       const staged = path.join(work, 'new');
-      const archive = await extractArchive(zip, staged, this.limits, signal);
+      const archive = await extractArchive(held, staged, this.limits, signal);
       await AddonManager.checkStaged(staged, archive.files, archive.bytes);
       for (const folder of archive.folders) {
         const owner = [...installed.values()].find(

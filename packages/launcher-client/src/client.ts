@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
 import { applyDelta, type DeltaEngine, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
-import { fetchFile, partFiles, type Progress } from './download.js';
+import { type FetchFileOptions, fetchFile, partFiles, type Progress } from './download.js';
 import {
   HttpError,
   IntegrityError,
@@ -226,6 +226,15 @@ interface AnswerRequest {
 }
 
 const DEFAULT_IN_PROCESS_DELTA_MAX_BYTES = 1024 * 1024 * 1024;
+
+/** The lower-case SHA-256 a download of `what` is verified against: `IntegrityError` when it names none. */
+function requiredSha256(sha256: string | null | undefined, what: string): string {
+  const hex = sha256?.toLowerCase() ?? null;
+  if (hex === null || !/^[0-9a-f]{64}$/.test(hex)) {
+    throw new IntegrityError(`${what} names no SHA-256: it cannot be verified`);
+  }
+  return hex;
+}
 
 export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   readonly state: StateFolder;
@@ -486,14 +495,10 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   }
 
   private async download(update: UpdateInfo, options: DownloadOptions): Promise<DownloadedUpdate> {
-    const sha256 = update.sha256?.toLowerCase() ?? null;
-    if (sha256 === null || !/^[0-9a-f]{64}$/.test(sha256)) {
-      throw new IntegrityError(`${update.slug} ${update.version} names no SHA-256: it cannot be verified`);
-    }
+    const sha256 = requiredSha256(update.sha256, `${update.slug} ${update.version}`);
     const expected = { fileSize: update.fileSize, sha256 };
     const dir = this.state.downloads;
-    const folder = path.join(dir, sha256);
-    const final = path.join(folder, UpdateManager.fileName(update));
+    const final = path.join(dir, sha256, UpdateManager.fileName(update));
     const checks = this.checksFor(update);
     const done: DownloadedUpdate = {
       update,
@@ -526,31 +531,47 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
         return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes, deltaEngine: viaDelta.engine };
       }
     }
-    const part = partFiles(dir, sha256);
-    let downloadedBytes = viaDelta?.downloadedBytes ?? 0;
     let servedName: string | null = null;
+    // The same checks run on this download as on a file rebuilt from a delta (delta.ts) before
+    // either is moved into place.
+    const fetched = await this.fetchVerified(update.downloadUrl, final, expected, checks, {
+      ...fetchOptions,
+      onResponse: (headers) => (servedName = dispositionFileName(headers.get('content-disposition'))),
+    });
+    return {
+      ...done,
+      downloadedBytes: (viaDelta?.downloadedBytes ?? 0) + fetched,
+      deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null,
+      servedName,
+    };
+  }
+
+  /**
+   * Downloads `url` (resuming the `.part` of an earlier attempt) and moves it to `final` once it passes
+   * every check. A refused file is deleted; a cut-off or cancelled one is kept for the next call to
+   * resume. Answers the bytes received.
+   */
+  private async fetchVerified(
+    url: string,
+    final: string,
+    expected: { fileSize: number; sha256: string },
+    checks: readonly FileCheck[],
+    options: FetchFileOptions,
+  ): Promise<number> {
+    const dir = this.state.downloads;
+    const part = partFiles(dir, expected.sha256);
+    let received: number;
     try {
-      // The same checks run on this download as on a file rebuilt from a delta (delta.ts) before
-      // either is moved into place.
-      downloadedBytes += await fetchFile(dir, update.downloadUrl, expected, {
-        ...fetchOptions,
-        onResponse: (headers) => (servedName = dispositionFileName(headers.get('content-disposition'))),
-      });
+      received = await fetchFile(dir, url, expected, options);
       await verifyFile(part.part, expected, checks);
-      await fs.promises.mkdir(folder, { recursive: true });
+      await fs.promises.mkdir(path.dirname(final), { recursive: true });
       await fs.promises.rename(part.part, final);
     } catch (err) {
-      // A refused file is deleted; a cut-off or cancelled one is kept for the next call to resume.
       if (err instanceof LauncherClientError && err.verification) await part.remove();
       throw err;
     }
     await part.remove();
-    return {
-      ...done,
-      downloadedBytes,
-      deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null,
-      servedName,
-    };
+    return received;
   }
 
   /** Every check of a downloaded file of `update`: the app's `fileChecks`, then the publisher's signature. */
@@ -799,13 +820,9 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     release: AddonReleaseFile,
     options: Pick<DownloadOptions, 'onProgress' | 'signal'> = {},
   ): Promise<string> {
-    const sha256 = release.sha256?.toLowerCase() ?? null;
-    if (sha256 === null || !/^[0-9a-f]{64}$/.test(sha256)) {
-      throw new IntegrityError(`${slug} ${release.version} names no SHA-256: it cannot be verified`);
-    }
+    const sha256 = requiredSha256(release.sha256, `${slug} ${release.version}`);
     const expected = { fileSize: release.fileSize, sha256 };
-    const dir = this.state.downloads;
-    const final = path.join(dir, sha256, `${slug}.zip`);
+    const final = path.join(this.state.downloads, sha256, `${slug}.zip`);
     const checks = [
       ...(this.options.fileChecks ?? []),
       ...this.minisignCheck(`${slug} ${release.version}`, release.fileSignature ?? null, (hash) =>
@@ -813,18 +830,8 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       ),
     ];
     if (await UpdateManager.alreadyThere(final, expected, checks)) return final;
-    const part = partFiles(dir, sha256);
     const url = this.url(`/api/download/${encodeURIComponent(release.id)}`);
-    try {
-      await fetchFile(dir, url, expected, { ...options, retry: this.retry });
-      await verifyFile(part.part, expected, checks);
-      await fs.promises.mkdir(path.dirname(final), { recursive: true });
-      await fs.promises.rename(part.part, final);
-    } catch (err) {
-      if (err instanceof LauncherClientError && err.verification) await part.remove();
-      throw err;
-    }
-    await part.remove();
+    await this.fetchVerified(url, final, expected, checks, { ...options, retry: this.retry });
     return final;
   }
 }

@@ -440,6 +440,24 @@ describe('atomic changes', () => {
     expect(fs.readdirSync(x.addons).sort()).toEqual(['MyOwnAddon', 'SwapA', 'SwapB', 'SwapC']);
   });
 
+  it('the downloads pruned (a confirmed launcher install elsewhere) after the download: the install goes on', async () => {
+    await publishAddon(s.t, 'pruned-under', '1.0', addonZip(['PrunedUnder'], '1.0'));
+    const x = await setup();
+    const downloads = path.join(x.state, 'downloads');
+    let pruned: string[] = [];
+    const result = await x.manager.install(['pruned-under'], {
+      onProgress: (p) => {
+        if (p.phase !== 'extract') return;
+        pruned = fs.readdirSync(downloads);
+        for (const name of pruned) fs.rmSync(path.join(downloads, name), { recursive: true });
+      },
+    });
+    expect(pruned).toHaveLength(1);
+    expect(result).toEqual([{ slug: 'pruned-under', version: '1.0', folders: ['PrunedUnder'] }]);
+    expect(fs.readFileSync(path.join(x.addons, 'PrunedUnder', 'core.lua'), 'utf8')).toBe('-- PrunedUnder 1.0\n');
+    expect(leftovers(x)).toEqual([]);
+  });
+
   it('a process killed in the middle of a swap: the next run puts the previous version back', async () => {
     await publishAddon(s.t, 'swap-kill', '1.0', addonZip(['KillA', 'KillB'], '1.0'));
     const x = await setup();
