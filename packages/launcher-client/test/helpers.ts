@@ -217,7 +217,8 @@ export { admin };
  * npm's cache or the registry: `[command, leading arguments]`. The service stays on the Node running
  * the tests (its native modules are built for it); Node 24 runs the client against it.
  */
-export const NODE_24 = ['npx', ['-y', '--prefer-offline', 'node@24']] as const;
+export const nodeFromRegistry = (version: string) => ['npx', ['-y', '--prefer-offline', `node@${version}`]] as const;
+export const NODE_24 = nodeFromRegistry('24');
 
 /**
  * Signs `body` as the service signs its answer to the GET `requestUrl` (path and query as sent),
