@@ -225,7 +225,8 @@ interface AnswerRequest {
   readonly signal?: AbortSignal | undefined;
 }
 
-const DEFAULT_IN_PROCESS_DELTA_MAX_BYTES = 1024 * 1024 * 1024;
+/** `inProcessDeltaMaxBytes`'s default. */
+export const DEFAULT_IN_PROCESS_DELTA_MAX_BYTES = 1024 * 1024 * 1024;
 
 /** The lower-case SHA-256 a download of `what` is verified against: `IntegrityError` when it names none. */
 function requiredSha256(sha256: string | null | undefined, what: string): string {

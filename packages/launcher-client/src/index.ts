@@ -19,6 +19,7 @@ export {
   type AddonReleaseFile,
   type AddonUpdatesAnswer,
   type CheckUpdateAnswer,
+  DEFAULT_IN_PROCESS_DELTA_MAX_BYTES,
   type DownloadedUpdate,
   type DownloadOptions,
   type InstalledAddon,
