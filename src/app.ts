@@ -224,7 +224,18 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       ctx.resumable.stop();
       await ctx.uploadSweep.stop();
       await ctx.webhooks.stop();
-      await server.close();
+      const closed = server.close();
+      // What was acknowledged so far is written now, whatever requests are still being answered.
+      await ctx.devices.flush();
+      // Node keeps a connection alive after the answer to a request that was in flight when the
+      // server closed: close each as soon as it is idle, or the instance would wait out the idle
+      // timeout (60 s) and an orchestrator's SIGKILL would come first.
+      const idle = setInterval(() => server.server.closeIdleConnections(), 100);
+      try {
+        await closed;
+      } finally {
+        clearInterval(idle);
+      }
       await ctx.devices.close();
       await limits.close();
     },

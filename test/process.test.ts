@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -165,6 +166,52 @@ describe('draining before shutdown', () => {
       deviceId: string;
     }>;
     expect(devices.map((d) => d.deviceId)).toEqual(['during-drain']);
+  });
+});
+
+describe('closing with a request in flight', () => {
+  it('answers it, closes its connection once answered and exits within the drain, not the idle timeout', async () => {
+    const { env } = await environment();
+    const drainMs = 300;
+    const server = await start({
+      ...env,
+      ADMIN_PASSWORD: 'process-pass',
+      SHUTDOWN_DRAIN_MS: String(drainMs),
+      IDLE_TIMEOUT_MS: '60000',
+      HEARTBEAT_FLUSH_MS: '60000',
+    });
+    const exited = new Promise<number>((resolve) => server.child.once('exit', () => resolve(Date.now())));
+    // A heartbeat whose body arrives only after the server has begun to close (a slow client).
+    const { port } = new URL(server.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    const socketClosed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+    const body = JSON.stringify({ deviceId: 'in-flight' });
+    socket.write(
+      `POST /api/launcher/heartbeat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+    );
+    const signalledAt = Date.now();
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, drainMs + 700));
+    socket.write(body);
+
+    const closedAt = await socketClosed;
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('{"ok":true}');
+    const exitedAt = await exited;
+    expect(server.child.exitCode).toBe(0);
+    expect(exitedAt - signalledAt).toBeLessThan(10_000);
+    expect(closedAt - signalledAt).toBeLessThan(10_000);
+
+    const restarted = await start({ ...env, ADMIN_PASSWORD: 'process-pass' });
+    const cookie = await loginCookie(restarted, 'process-pass');
+    const devices = (await (
+      await fetch(`${restarted.url}/api/admin/devices`, { headers: { cookie } })
+    ).json()) as Array<{ deviceId: string }>;
+    expect(devices.map((d) => d.deviceId)).toEqual(['in-flight']);
   });
 });
 
