@@ -10,6 +10,7 @@ import { Upload, type UrlStorage } from 'tus-js-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { setClock } from '../src/domain/clock.js';
 import { buildTestApp, type TestApp } from './helpers/app.js';
+import { referenceToolWanted } from './helpers/reference-tools.js';
 import { apiToken, listen, tusUpload } from './helpers/tus.js';
 
 /**
@@ -218,7 +219,15 @@ describe('tus-js-client, its own resume logic (URL storage by fingerprint)', () 
   });
 });
 
-describe("Debian's python3-tuspy", () => {
+// Debian's python3-tuspy: run when Debian's python3 has it, TEST_TUSPY=1 requires it (CI), 0 skips it.
+const tuspyWanted = referenceToolWanted(
+  'TEST_TUSPY',
+  '/usr/bin/python3',
+  ['-c', 'import tusclient'],
+  'apt-get install python3-tuspy',
+);
+
+describe.runIf(tuspyWanted)("Debian's python3-tuspy", () => {
   /** Runs tuspy with a URL storage: uploads the file up to `stopAt` (or whole); prints the URL. */
   async function tuspy(file: string, storage: string, stopAt?: number): Promise<string> {
     const script = [

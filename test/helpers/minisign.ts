@@ -1,17 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { referenceToolWanted } from './reference-tools.js';
 
-/**
- * The tests against Debian's `minisign` run when it is installed (or required with TEST_MINISIGN=1,
- * as CI does); TEST_MINISIGN=0 skips them.
- */
-export function minisignWanted(): boolean {
-  const wanted = process.env.TEST_MINISIGN;
-  if (wanted === '1' || wanted === '0') return wanted === '1';
-  const present = spawnSync('minisign', ['-v']).status === 0;
-  if (!present) console.warn('minisign not found: skipping the tests against it (apt-get install minisign)');
-  return present;
-}
+/** The tests against Debian's `minisign`: run when it is installed, TEST_MINISIGN=1 requires them, 0 skips them. */
+export const minisignWanted = (): boolean =>
+  referenceToolWanted('TEST_MINISIGN', 'minisign', ['-v'], 'apt-get install minisign');
 
 /**
  * Debian's `minisign` (0.11), the reference our minisign formats are checked against. `input` goes
