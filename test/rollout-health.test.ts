@@ -128,6 +128,19 @@ describe('rollout health and the automatic halt', () => {
     });
     // At the publication the first updaters count on both (their last heartbeat on 1.0.0 was a minute before).
     expect(figures.timeline[0]).toMatchObject({ devicesOnVersion: inRollout.length, devicesOnPrevious: 40 });
+    // Every point as the definition counts it from the stored history: first heartbeat on the version at
+    // or before, last one at most 3 minutes before (the crashed devices drop out and come back).
+    const history = await t.app.ctx.db.selectFrom('deviceVersions').selectAll().execute();
+    const activeOn = (appVersion: string, at: number) =>
+      history.filter(
+        (h) => h.appVersion === appVersion && Number(h.firstSeenMs) <= at && Number(h.lastSeenMs) >= at - 3 * MINUTE,
+      ).length;
+    const expected = figures.timeline.map((point) => {
+      const at = Date.parse(point.at as string);
+      return { at: point.at, devicesOnVersion: activeOn('1.1.0', at), devicesOnPrevious: activeOn('1.0.0', at) };
+    });
+    expect(figures.timeline).toEqual(expected);
+    expect(new Set(expected.map((p) => p.devicesOnPrevious)).size).toBe(2);
 
     const version = (await admin(t, 'GET', '/api/admin/software/app-launcher')).json<{
       versions: Record<string, unknown>[];
@@ -188,6 +201,35 @@ describe('rollout health and the automatic halt', () => {
       haltedAt: expect.any(String),
     });
     expect(rows.versions.find((v) => v.id === healthy.id)).toMatchObject({ rolloutPercent: 100, haltedAt: null });
+  });
+
+  it('counts every timeline point exactly, for histories a millisecond either side of the points', async () => {
+    const pkg = await createPackage(t, { slug: 'timeline-edges', name: '边界' });
+    const external = { downloadType: 'url', externalUrl: 'https://cdn.example.test/x.exe' };
+    const version = (
+      await admin(t, 'POST', `/api/software/${pkg.id}/versions`, { version: '7.0.0', versionCode: 700, ...external })
+    ).json<{ id: string; createdAt: string }>();
+    const from = Date.parse(version.createdAt);
+    clock = from + 47 * 61_003 + 5; // a span the 47 intervals do not divide
+    const point = (i: number) => from + Math.floor((i * (clock - from)) / 47);
+    const history = Array.from({ length: 480 }, (_, k) => {
+      const firstSeenMs = point(k % 48) + ((k % 3) - 1);
+      const lastSeenMs = Math.max(firstSeenMs, point((k * 7) % 48) - 3 * MINUTE + ((Math.floor(k / 3) % 3) - 1));
+      return { deviceId: `edge-${k}`, appVersion: '7.0.0', firstSeenMs, lastSeenMs, quietFromMs: null };
+    });
+    await t.app.ctx.db.insertInto('deviceVersions').values(history).execute();
+    const { timeline } = (await health(version.id)).json<{
+      timeline: { at: string; devicesOnVersion: number; devicesOnPrevious: number }[];
+    }>();
+    expect(timeline.map((p) => Date.parse(p.at))).toEqual(Array.from({ length: 48 }, (_, i) => point(i)));
+    expect(timeline.map((p) => p.devicesOnVersion)).toEqual(
+      timeline.map(
+        (p) =>
+          history.filter((h) => h.firstSeenMs <= Date.parse(p.at) && h.lastSeenMs >= Date.parse(p.at) - 3 * MINUTE)
+            .length,
+      ),
+    );
+    expect(new Set(timeline.map((p) => p.devicesOnVersion)).size).toBeGreaterThan(10);
   });
 
   it('check-update answers are re-signed before they are an hour old', async () => {

@@ -1,3 +1,4 @@
+import { type RawBuilder, sql } from 'kysely';
 import type { Static } from 'typebox';
 import { recordEvent } from '../webhooks/events.js';
 import { versionData, versionSubject } from './events.js';
@@ -59,36 +60,54 @@ export class RolloutService {
     return { rate: counted === 0 ? null : Number(row.quiet ?? 0) / counted, counted };
   }
 
-  /** Devices active on a version at each of `times`: first heartbeat on it at or before, last one at most 3 minutes before. */
-  private async activeAt(appVersion: string | null, times: readonly number[]): Promise<number[]> {
-    if (appVersion === null || times.length === 0) return times.map(() => 0);
-    const row: Record<string, unknown> = await this.ctx.reads
+  /**
+   * Devices active on a version at each of `points` times evenly spaced from `from` to `to` (the
+   * i-th at `from + floor(i × span / (points − 1))`): first heartbeat on it at or before, last one at
+   * most 3 minutes before. One pass over the version's rows: each row is active from the first point
+   * not before its first heartbeat (`b`) up to the first point more than 3 minutes after its last
+   * (`a`), both found by integer arithmetic in the database; the counts are prefix sums of those.
+   */
+  private async activeAt(appVersion: string | null, from: number, to: number, points: number): Promise<number[]> {
+    const active = new Array<number>(points).fill(0);
+    if (appVersion === null) return active;
+    const span = to - from;
+    const last = points - 1;
+    const int = (value: number) => sql<number>`cast(${value} as bigint)`;
+    /** How many points come before the time `from + offset` (offset > 0, clamped to `points`): ceil(last × offset / span). */
+    const pointsBefore = (offset: RawBuilder<number>) =>
+      sql<number>`case when ${offset} <= 0 then 0 when ${offset} > ${int(span)} then ${int(points)}
+        else (${int(last)} * (${offset}) + ${int(span - 1)}) / ${int(span)} end`;
+    const rows = await this.ctx.reads
       .selectFrom('deviceVersions')
-      .select((eb) =>
-        times.map((at, i) =>
-          eb.fn
-            .sum<number | string | null>(
-              eb
-                .case()
-                .when(eb.and([eb('firstSeenMs', '<=', at), eb('lastSeenMs', '>=', at - OFFLINE_AFTER_MS)]))
-                .then(1)
-                .else(0)
-                .end(),
-            )
-            .as(`t${i}`),
-        ),
-      )
+      .select([
+        pointsBefore(sql<number>`first_seen_ms - ${int(from)}`).as('b'),
+        pointsBefore(sql<number>`last_seen_ms + ${int(OFFLINE_AFTER_MS + 1)} - ${int(from)}`).as('a'),
+        (eb) => eb.fn.countAll<number | string>().as('n'),
+      ])
       .where('appVersion', '=', appVersion)
-      .executeTakeFirstOrThrow();
-    return times.map((_, i) => Number(row[`t${i}`] ?? 0));
+      .groupBy([sql`b`, sql`a`])
+      .execute();
+    const change = new Array<number>(points + 1).fill(0);
+    for (const row of rows) {
+      const [b, a, n] = [Number(row.b), Number(row.a), Number(row.n)];
+      if (a <= b) continue;
+      change[b] = (change[b] ?? 0) + n;
+      change[a] = (change[a] ?? 0) - n;
+    }
+    let running = 0;
+    return active.map((_, i) => (running += change[i] ?? 0));
   }
 
   /** Devices active on the version and on the previous one at up to 48 evenly spaced times since `from`. */
   private async timeline(from: number, to: number, appVersion: string, previous: string | null) {
     if (!(from < to)) return [];
-    const step = (to - from) / (TIMELINE_POINTS - 1);
-    const times = Array.from({ length: TIMELINE_POINTS }, (_, i) => Math.round(from + i * step));
-    const [on, onPrevious] = [await this.activeAt(appVersion, times), await this.activeAt(previous, times)];
+    const span = to - from;
+    const times = Array.from(
+      { length: TIMELINE_POINTS },
+      (_, i) => from + Math.floor((i * span) / (TIMELINE_POINTS - 1)),
+    );
+    const on = await this.activeAt(appVersion, from, to, TIMELINE_POINTS);
+    const onPrevious = await this.activeAt(previous, from, to, TIMELINE_POINTS);
     return times.map((at, i) => ({
       at: new Date(at).toISOString(),
       devicesOnVersion: on[i] ?? 0,
