@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -9,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
 import { minisign, minisignKeyPair } from '../../../test/helpers/minisign.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { errorOf, ROOT, type Run, startCli } from './cli-process.js';
 import { forward } from './forward.js';
 import { versionTrustedComment } from 'patchwell-client/minisign';
 
@@ -16,9 +16,6 @@ import { versionTrustedComment } from 'patchwell-client/minisign';
  * launcher-publish as CI expects it (issue 38), against the real service behind a proxy that counts
  * the upload bytes and can answer like a busy proxy (429/502/503 with Retry-After) first.
  */
-
-const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
-const ROOT = path.resolve(import.meta.dirname, '../../..');
 
 let t: TestApp;
 let token: string;
@@ -68,24 +65,8 @@ beforeEach(() => {
   Object.assign(proxied, { patchBytes: 0, failures: [], failing: '', together: '' });
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: string[], env: Record<string, string> = {}, state = 'state.json'): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, state), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+const run = (args: string[], env: Record<string, string> = {}, state = 'state.json'): Promise<Run> =>
+  startCli(args, { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, state), ...env }).done;
 
 function build(name: string, size = 50_000): string {
   const file = path.join(dir, name);
@@ -98,9 +79,6 @@ const versionArgs = (file: string, code: number, extra: string[] = []) => [
   ...['--server', server, '--package', 'ci-launcher', '--version', `2.0.${code}`],
   ...['--version-code', String(code), '--file', file, ...extra],
 ];
-
-const errorOf = (result: Run) =>
-  (JSON.parse(result.stderr.trim().split('\n').pop() ?? '{}') as { error: string }).error;
 
 async function versions(): Promise<{ versionCode: number; version: string }[]> {
   const res = await admin(t, 'GET', '/api/admin/software/ci-launcher');

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -8,15 +7,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { startCli } from './cli-process.js';
 import { forward } from './forward.js';
 
 /**
  * launcher-publish (issue 27) as a program, against the real service on loopback through a proxy
  * that counts the upload bytes it forwards (tus PATCH bodies).
  */
-
-const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
-const ROOT = path.resolve(import.meta.dirname, '../../..');
 
 let t: TestApp;
 let token: string;
@@ -46,29 +43,8 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function start(
-  args: string[],
-  env: Record<string, string | undefined> = {},
-): { child: ChildProcess; done: Promise<Run> } {
-  // One process (tsx as a loader, not its launcher) so that a kill stops the upload itself.
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, 'state.json'), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const done = new Promise<Run>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-  return { child, done };
-}
+const start = (args: string[], env: Record<string, string | undefined> = {}) =>
+  startCli(args, { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, 'state.json'), ...env });
 
 const run = (args: string[], env?: Record<string, string | undefined>) => start(args, env).done;
 

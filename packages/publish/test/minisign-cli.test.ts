@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -7,14 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, createPackage, type TestApp } from '../../../test/helpers/app.js';
 import { minisign, minisignWanted } from '../../../test/helpers/minisign.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
+import { errorOf, startCli } from './cli-process.js';
 
 /**
  * launcher-publish keygen and --sign-key as programs, against the real service with PUBLISHER_KEYS
  * naming the key keygen made; what they sign is checked again by Debian's minisign.
  */
-
-const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
-const ROOT = path.resolve(import.meta.dirname, '../../..');
 
 let t: TestApp;
 let token: string;
@@ -22,30 +19,8 @@ let server: string;
 let dir: string;
 let keys: string;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, 'state.json'), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
-
-/** The `{error}` line a failed run ends its stderr with (after any progress lines). */
-function errorOf(result: Run): string {
-  const last = result.stderr.trim().split('\n').at(-1) ?? '';
-  return (JSON.parse(last) as { error: string }).error;
-}
+const run = (args: string[], env: Record<string, string> = {}) =>
+  startCli(args, { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, 'state.json'), ...env }).done;
 
 function build(name: string): string {
   const file = path.join(dir, name);
