@@ -56,6 +56,14 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
     ].join('\n');
     const imported = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: app });
     expect(JSON.parse(imported.stdout)).toEqual({ chunk: expect.any(Number), key: 'function' });
+    // And from `require` in the CommonJS project `npm init -y` made (this Node loads ES modules from require).
+    const required = await run(
+      process.execPath,
+      ['-e', script.replace(/import (\{ \w+ \}) from ('[^']+');/g, 'const $1 = require($2);')],
+      { cwd: app },
+    );
+    expect(JSON.parse(required.stdout)).toEqual({ chunk: expect.any(Number), key: 'function' });
+    expect(required.stderr).toBe('');
     const { parsePublicKey } = await import('patchwell-client/minisign');
     expect(parsePublicKey(fs.readFileSync(path.join(keys, 'publisher.pub'), 'utf8')).keyId).toMatch(/^[0-9A-F]{1,16}$/);
   }, 180_000);
