@@ -37,6 +37,7 @@ import { fileRoutes } from './modules/files/routes.js';
 import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
 import { StoredUploadSweep } from './modules/files/sweep.js';
+import { ReleaseFingerprints } from './modules/addons/fingerprints.js';
 import { installIdempotency } from './modules/idempotency/plugin.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
@@ -120,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       config.uploadExpiryHours * 3600_000,
       metrics?.storedUploadsSwept,
     ),
+    fingerprints: new ReleaseFingerprints(db, storage, server.log),
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -223,6 +225,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       ctx.housekeeping.stop();
       ctx.resumable.stop();
       await ctx.uploadSweep.stop();
+      await ctx.fingerprints.stop();
       await ctx.webhooks.stop();
       const closed = server.close();
       // What was acknowledged so far is written now, whatever requests are still being answered.

@@ -9,6 +9,7 @@ import type { DownloadService } from './modules/downloads/service.js';
 import type { WebhookWorker } from './modules/webhooks/worker.js';
 import type { ResumableUploads } from './modules/files/resumable.js';
 import type { StoredUploadSweep } from './modules/files/sweep.js';
+import type { ReleaseFingerprints } from './modules/addons/fingerprints.js';
 import type { FileService } from './modules/files/service.js';
 import type { SharedLimits } from './http/shared-limits.js';
 import type { Signer } from './modules/signing/signer.js';
@@ -30,6 +31,8 @@ export interface AppContext {
   readonly resumable: ResumableUploads;
   /** Deletes old stored files nothing names (started by the server, like the resumable expiry). */
   readonly uploadSweep: StoredUploadSweep;
+  /** Addon release folders' fingerprints; its job for releases without them is started by the server. */
+  readonly fingerprints: ReleaseFingerprints;
   readonly downloads: DownloadService;
   readonly limits: SharedLimits;
   readonly housekeeping: DeviceHousekeeping;

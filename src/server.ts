@@ -49,6 +49,7 @@ async function main(): Promise<void> {
   app.ctx.housekeeping.start((err) => log.error({ err }, 'device housekeeping failed'));
   app.ctx.resumable.start(10 * 60_000, (err) => log.error({ err }, 'expired upload sweep failed'));
   app.ctx.uploadSweep.start((err) => log.error({ err }, 'sweep of stored files nothing names failed'));
+  app.ctx.fingerprints.start((err) => log.error({ err }, 'fingerprinting release folders failed'));
   app.ctx.webhooks.start((err) => log.error({ err }, 'webhook delivery failed'));
   if (config.deltas.enabled) await app.ctx.deltas.launch((err) => log.error({ err }, 'delta job failed'));
 }

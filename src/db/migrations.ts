@@ -564,6 +564,31 @@ const m012IdempotencyKeys: Migration = {
   },
 };
 
+/**
+ * Addon folder fingerprints (issue 45): each top-level folder of a release's stored zip and its
+ * fingerprint, looked up by fingerprint; and, per release, the file they were read from, so that the
+ * background job fingerprints each release's file once (and again when the file changes).
+ */
+const m013ReleaseFolders: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('release_folders')
+      .addColumn('release_id', 'text', (c) => c.notNull().references('releases.id').onDelete('cascade'))
+      .addColumn('folder', 'text', (c) => c.notNull())
+      .addColumn('fingerprint', 'text', (c) => c.notNull())
+      .addPrimaryKeyConstraint('release_folders_pk', ['release_id', 'folder'])
+      .execute();
+    await db.schema.createIndex('release_folders_fingerprint_idx').on('release_folders').column('fingerprint').execute();
+    await db.schema
+      .createTable('release_fingerprints')
+      .addColumn('release_id', 'text', (c) => c.primaryKey().references('releases.id').onDelete('cascade'))
+      .addColumn('file_path', 'text', (c) => c.notNull())
+      .addColumn('sha256', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -577,6 +602,7 @@ export const migrations: Record<string, Migration> = {
   '010_file_signatures': m010FileSignatures,
   '011_device_summary': m011DeviceSummary,
   '012_idempotency_keys': m012IdempotencyKeys,
+  '013_release_folders': m013ReleaseFolders,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -360,6 +360,21 @@ export interface IdempotencyKeysTable {
   createdAt: string;
 }
 
+/** A top-level folder of a release's stored zip and its fingerprint (migration 013). */
+export interface ReleaseFoldersTable {
+  releaseId: string;
+  folder: string;
+  fingerprint: string;
+}
+
+/** The stored file a release's folders were fingerprinted from (migration 013): none when not a zip. */
+export interface ReleaseFingerprintsTable {
+  releaseId: string;
+  filePath: string;
+  sha256: string | null;
+  createdAt: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -390,6 +405,8 @@ export interface Database {
   webhookAttempts: WebhookAttemptsTable;
   softwareDeltas: SoftwareDeltasTable;
   idempotencyKeys: IdempotencyKeysTable;
+  releaseFolders: ReleaseFoldersTable;
+  releaseFingerprints: ReleaseFingerprintsTable;
 }
 
 export type UserRow = Selectable<UsersTable>;

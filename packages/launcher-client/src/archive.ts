@@ -8,6 +8,7 @@
  * yauzl reads the zip and refuses `..`, absolute paths, drive letters and backslashes
  * (`strictFileNames`); the rest (links, case, sizes, roots) is checked here.
  */
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -31,6 +32,12 @@ export interface ExtractedArchive {
   readonly files: string[];
   /** The bytes of its files. */
   readonly bytes: number;
+}
+
+/** A file by its `/`-separated path relative to some folder, and the SHA-256 of its bytes (lowercase hex). */
+export interface HashedFile {
+  readonly path: string;
+  readonly sha256: string;
 }
 
 /** Unix file types in the high half of the external attributes (made on Unix, `versionMadeBy >> 8 === 3`). */
@@ -119,17 +126,23 @@ function archiveFailure(zipFile: string, err: unknown): unknown {
   return new ArchiveError(`${path.basename(zipFile)}: ${(err as Error).message}`, { cause: err });
 }
 
+/** An archive whose entries were all checked: its open zip, its entries in order, the bytes they declare. */
+interface CheckedArchive {
+  readonly zip: yauzl.ZipFile;
+  readonly entries: readonly CheckedEntry[];
+  readonly declared: number;
+}
+
 /**
- * Checks the archive `zipFile`, then extracts it into `destination` (a folder that must not exist
- * yet). Throws `ArchiveError` for an archive it refuses; `destination` may then hold part of it (the
- * caller removes it).
+ * Opens `zipFile`, checks its whole central directory (see the top of this file), then runs `work`
+ * on it and closes it. Throws `ArchiveError` for an archive it refuses or cannot read.
  */
-export async function extractArchive(
+async function withCheckedArchive<T>(
   zipFile: string,
-  destination: string,
-  limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
-  signal?: AbortSignal,
-): Promise<ExtractedArchive> {
+  limits: ArchiveLimits,
+  signal: AbortSignal | undefined,
+  work: (archive: CheckedArchive) => Promise<T>,
+): Promise<T> {
   let zip: yauzl.ZipFile;
   try {
     zip = await yauzl.openPromise(zipFile, { autoClose: false, strictFileNames: true, validateEntrySizes: true });
@@ -152,6 +165,32 @@ export async function extractArchive(
     }
     if (entries.length === 0) throw new ArchiveError('the archive is empty');
     checkNames(entries);
+    return await work({ zip, entries, declared });
+  } catch (err) {
+    if (signal?.aborted && !(err instanceof ArchiveError)) throw new AbortedError('the extraction was cancelled');
+    throw archiveFailure(zipFile, err);
+  } finally {
+    zip.close();
+  }
+}
+
+/** The archive's top-level folders, sorted. */
+function topFolders(entries: readonly CheckedEntry[]): string[] {
+  return [...new Set(entries.map((e) => e.segments[0] ?? ''))].sort();
+}
+
+/**
+ * Checks the archive `zipFile`, then extracts it into `destination` (a folder that must not exist
+ * yet). Throws `ArchiveError` for an archive it refuses; `destination` may then hold part of it (the
+ * caller removes it).
+ */
+export function extractArchive(
+  zipFile: string,
+  destination: string,
+  limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
+  signal?: AbortSignal,
+): Promise<ExtractedArchive> {
+  return withCheckedArchive(zipFile, limits, signal, async ({ zip, entries, declared }) => {
     await fs.promises.mkdir(destination);
     const files: string[] = [];
     for (const { entry, segments, folder } of entries) {
@@ -168,12 +207,28 @@ export async function extractArchive(
       });
       files.push(segments.join('/'));
     }
-    const folders = [...new Set(entries.map((e) => e.segments[0] ?? ''))].sort();
-    return { folders, files: files.sort(), bytes: declared };
-  } catch (err) {
-    if (signal?.aborted && !(err instanceof ArchiveError)) throw new AbortedError('the extraction was cancelled');
-    throw archiveFailure(zipFile, err);
-  } finally {
-    zip.close();
-  }
+    return { folders: topFolders(entries), files: files.sort(), bytes: declared };
+  });
+}
+
+/**
+ * The files of each top-level folder of the archive `zipFile` (checked as `extractArchive` checks
+ * it), each with its path inside that folder and the SHA-256 of its bytes, read without unpacking
+ * anything to disk. Throws `ArchiveError` for an archive `extractArchive` would refuse.
+ */
+export function archiveFolderFiles(
+  zipFile: string,
+  limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
+): Promise<Map<string, HashedFile[]>> {
+  return withCheckedArchive(zipFile, limits, undefined, async ({ zip, entries }) => {
+    const folders = new Map<string, HashedFile[]>(topFolders(entries).map((folder) => [folder, []]));
+    for (const { entry, segments, folder } of entries) {
+      if (folder) continue;
+      const [top = '', ...inside] = segments;
+      const hash = createHash('sha256');
+      for await (const chunk of await zip.openReadStreamPromise(entry)) hash.update(chunk as Buffer);
+      folders.get(top)?.push({ path: inside.join('/'), sha256: hash.digest('hex') });
+    }
+    return folders;
+  });
 }

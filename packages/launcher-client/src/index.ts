@@ -13,7 +13,13 @@ export {
   type InstalledSummary,
   type UpdateReport,
 } from './addons.js';
-export { type ArchiveLimits, DEFAULT_ARCHIVE_LIMITS, type ExtractedArchive, extractArchive } from './archive.js';
+export {
+  type ArchiveLimits,
+  DEFAULT_ARCHIVE_LIMITS,
+  type ExtractedArchive,
+  extractArchive,
+  type HashedFile,
+} from './archive.js';
 export {
   type AddonAnswer,
   type AddonReleaseFile,
@@ -52,6 +58,7 @@ export {
   StateError,
   UsageError,
 } from './errors.js';
+export { archiveFingerprints, type FolderFingerprint, folderFingerprint } from './fingerprint.js';
 export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
 export type { RetryOptions } from './http.js';
 export type { LifecycleRecord, PackageFile, PendingInstall, PendingPatch } from './install.js';

@@ -16,6 +16,8 @@ import {
   AddonUpdateBody,
   ByHashParams,
   ByHashResponse,
+  FingerprintsBody,
+  FingerprintsResponse,
   ReleaseCreateBody,
   ReleaseListItemSchema,
   ReleaseListQuery,
@@ -130,6 +132,25 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         const lang = requestLang(request);
         const results = await updates.check(request.body.installed, lang, baseUrl(request, ctx.config.publicBaseUrl));
         return sendRendered(request, reply, RenderedJson.of(Buffer.from(JSON.stringify({ results }))));
+      },
+    );
+
+    app.post(
+      '/api/addons/fingerprints',
+      {
+        // Signed as the addon updates are (a POST answer: per request, covering its Content-Digest).
+        config: { signed: true },
+        schema: {
+          tags: ['addons'],
+          summary:
+            'For an addon manager: which published releases have folders with these fingerprints (folders unpacked by hand, recognised)',
+          body: FingerprintsBody,
+          response: { 200: FingerprintsResponse, 400: ErrorResponse },
+        },
+      },
+      async (request, reply) => {
+        const matches = await updates.folderMatches(request.body.fingerprints);
+        return sendRendered(request, reply, RenderedJson.of(Buffer.from(JSON.stringify({ matches }))));
       },
     );
 

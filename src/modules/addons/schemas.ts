@@ -255,3 +255,37 @@ export const UpdatesResponse = Type.Object({
 export const ByHashParams = Type.Object({ sha256: Sha256 });
 
 export const ByHashResponse = Type.Object({ addon: AddonRefSchema, release: ReleaseFileSchema });
+
+/** Most fingerprints one request may ask about (an addon manager sends more in several requests). */
+export const MAX_FINGERPRINTS = 5000;
+
+export const FingerprintsBody = Type.Object(
+  {
+    fingerprints: Type.Array(
+      Type.String({
+        pattern: '^[0-9a-f]{64}$',
+        description: "a folder's fingerprint (patchwell-client/fingerprint): SHA-256, lowercase hex",
+      }),
+      {
+        maxItems: MAX_FINGERPRINTS,
+        description: `the fingerprints of folders found on disk (up to ${MAX_FINGERPRINTS})`,
+      },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const FingerprintsResponse = Type.Object({
+  matches: Type.Array(
+    Type.Object({
+      fingerprint: Text,
+      folder: Type.String({ description: "the release's top-level folder with this fingerprint" }),
+      addon: Type.Object({ id: Text, slug: Text }),
+      release: Type.Object({ id: Text, version: Text }),
+    }),
+    {
+      description:
+        'every folder of a published release of a published addon with one of the fingerprints asked: by fingerprint as asked, newest release first',
+    },
+  ),
+});

@@ -232,11 +232,13 @@ export class AddonService {
       fileSignature: fileSignatureColumn(body.fileSignature) ?? null,
     };
     await this.requireSignature(row);
+    const folders = await this.ctx.fingerprints.read(row);
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, row.addonId, this.ctx.engine))) {
         throw notFound(`addon not found: ${row.addonId}`);
       }
       await trx.insertInto('releases').values(row).execute();
+      if (folders !== null) await this.ctx.fingerprints.record(trx, row.id, row.filePath, folders);
       await repo.moveLatest(trx, row.addonId, row.id);
       await trx.updateTable('addons').set({ updatedAt: nowIso() }).where('id', '=', row.addonId).execute();
       await recordEvent(trx, 'release.published', await releaseSubject(trx, row), releaseData(row), row.publishAt);
@@ -286,9 +288,14 @@ export class AddonService {
     // What the signature binds (the file, its hash, the version) or the signature itself changed.
     const signed = ['filePath', 'downloadType', 'sha256', 'version', 'fileSignature'] as const;
     if (signed.some((field) => fields[field] !== undefined)) await this.requireSignature({ ...current, ...fields });
+    // A new file, or a link instead of it: its folders are read again (or the job reads them).
+    const refolder = fields.filePath !== undefined || fields.downloadType !== undefined;
+    const folders = refolder ? await this.ctx.fingerprints.read({ ...current, ...fields }) : null;
     await this.write(async (trx) => {
       if (!(await repo.lockAddon(trx, current.addonId, this.ctx.engine))) throw notFound(`release not found: ${id}`);
       if (Object.keys(fields).length > 0) await trx.updateTable('releases').set(fields).where('id', '=', id).execute();
+      if (refolder) await this.ctx.fingerprints.forget(trx, id);
+      if (folders !== null) await this.ctx.fingerprints.record(trx, id, fields.filePath ?? current.filePath, folders);
       if (body.isLatest === true) await repo.moveLatest(trx, current.addonId, id);
       const updated = { ...current, ...fields };
       if (fields.publishAt !== undefined && newlyPublished(current.publishAt, updated.publishAt)) {

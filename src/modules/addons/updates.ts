@@ -23,6 +23,8 @@ interface ReleaseIndex {
   readonly bySlug: ReadonlyMap<string, IndexedAddon>;
   readonly byId: ReadonlyMap<string, IndexedAddon>;
   readonly byHash: ReadonlyMap<string, IndexedRelease>;
+  /** The published releases of published addons, by id, with their addon. */
+  readonly byRelease: ReadonlyMap<string, { release: IndexedRelease; addon: IndexedAddon['addon'] }>;
 }
 
 export interface ReleaseFile {
@@ -76,14 +78,16 @@ export class AddonUpdates {
       }
       const bySlug = new Map<string, IndexedAddon>();
       const byId = new Map<string, IndexedAddon>();
+      const byRelease = new Map<string, { release: IndexedRelease; addon: IndexedAddon['addon'] }>();
       for (const addon of addons) {
         const list = byAddon.get(addon.id) ?? [];
         const entry = { addon, releases: list, latest: effectiveLatest(list) ?? null };
         bySlug.set(addon.slug, entry);
         byId.set(addon.id, entry);
+        for (const release of list) byRelease.set(release.id, { release, addon });
       }
       for (const [hash, release] of byHash) if (!byId.has(release.addonId)) byHash.delete(hash);
-      return { bySlug, byId, byHash };
+      return { bySlug, byId, byHash, byRelease };
     });
   }
 
@@ -110,6 +114,35 @@ export class AddonUpdates {
     });
   }
 
+  /**
+   * The folders of published releases (of published addons) with these fingerprints: by fingerprint in
+   * the order asked (each once), then newest release first, then by folder.
+   */
+  async folderMatches(fingerprints: readonly string[]): Promise<FolderMatchAnswer[]> {
+    const asked = [...new Set(fingerprints)];
+    const index = await this.index();
+    type Found = { folder: string; release: IndexedRelease; addon: IndexedAddon['addon'] };
+    const found = new Map<string, Found[]>();
+    for (const row of await this.ctx.fingerprints.matches(asked)) {
+      const published = index.byRelease.get(row.releaseId);
+      if (published === undefined) continue;
+      const match = { folder: row.folder, ...published };
+      const list = found.get(row.fingerprint);
+      if (list) list.push(match);
+      else found.set(row.fingerprint, [match]);
+    }
+    return asked.flatMap((fingerprint) =>
+      (found.get(fingerprint) ?? [])
+        .sort((a, b) => newerFirst(a.release, b.release) || (a.folder < b.folder ? -1 : a.folder > b.folder ? 1 : 0))
+        .map(({ folder, release, addon }) => ({
+          fingerprint,
+          folder,
+          addon: { id: addon.id, slug: addon.slug },
+          release: { id: release.id, version: release.version },
+        })),
+    );
+  }
+
   /** The published release whose file has this hash, with its addon. */
   async byHash(sha256: string, lang: Lang, base: string): Promise<{ addon: AddonRef; release: ReleaseFile }> {
     const index = await this.index();
@@ -118,6 +151,19 @@ export class AddonUpdates {
     if (release === undefined || entry === undefined) throw notFound(`no published release has the file ${sha256}`);
     return { addon: refOf(entry.addon, lang), release: fileOf(release, base) };
   }
+}
+
+export interface FolderMatchAnswer {
+  fingerprint: string;
+  folder: string;
+  addon: { id: string; slug: string };
+  release: { id: string; version: string };
+}
+
+/** `a` before `b` when it is the newer release (the order of the index's lists). */
+function newerFirst(a: IndexedRelease, b: IndexedRelease): number {
+  if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? 1 : -1;
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
 }
 
 function refOf(addon: IndexedAddon['addon'], lang: Lang): AddonRef {

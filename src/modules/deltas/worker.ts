@@ -1,13 +1,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { ContentCache } from '../../db/content-writes.js';
 import type { Db } from '../../db/index.js';
 import type { DeltaRow, VersionRow } from '../../db/schema.js';
 import { newId, now as clockNow, nowIso } from '../../domain/clock.js';
 import { isPublished } from '../../domain/rollout.js';
 import { attemptOutcome, claimJob, dueJobs, Poller } from '../../db/jobs.js';
+import { localFileOf } from '../../storage/local-file.js';
 import { keyFromFilePath, type Storage } from '../../storage/storage.js';
 import { keyForUpload } from '../files/service.js';
 import { makeDelta, rebuiltDigest, zstdVersion, type ZstdRun } from './zstd.js';
@@ -370,12 +370,8 @@ export class DeltaWorker extends Poller {
   private async localFile(filePath: string, copy: string): Promise<string> {
     const key = keyFromFilePath(filePath);
     if (key === null) throw new Error(`not a stored file: ${filePath}`);
-    const direct = this.storage.localPath?.(key);
-    if (direct !== undefined) {
-      if (direct === null) throw new Error(`the store has no file ${filePath}`);
-      return direct;
-    }
-    await pipeline(await this.storage.read(key), fs.createWriteStream(copy));
-    return copy;
+    const file = await localFileOf(this.storage, key, copy);
+    if (file === null) throw new Error(`the store has no file ${filePath}`);
+    return file;
   }
 }
