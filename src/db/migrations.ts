@@ -578,7 +578,11 @@ const m013ReleaseFolders: Migration = {
       .addColumn('fingerprint', 'text', (c) => c.notNull())
       .addPrimaryKeyConstraint('release_folders_pk', ['release_id', 'folder'])
       .execute();
-    await db.schema.createIndex('release_folders_fingerprint_idx').on('release_folders').column('fingerprint').execute();
+    await db.schema
+      .createIndex('release_folders_fingerprint_idx')
+      .on('release_folders')
+      .column('fingerprint')
+      .execute();
     await db.schema
       .createTable('release_fingerprints')
       .addColumn('release_id', 'text', (c) => c.primaryKey().references('releases.id').onDelete('cascade'))

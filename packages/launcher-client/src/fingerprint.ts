@@ -40,5 +40,8 @@ export async function archiveFingerprints(
   limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
 ): Promise<FolderFingerprint[]> {
   const folders = await archiveFolderFiles(zipFile, limits);
-  return [...folders].map(([folder, files]) => ({ folder: folder.normalize('NFC'), fingerprint: folderFingerprint(files) }));
+  return [...folders].map(([folder, files]) => ({
+    folder: folder.normalize('NFC'),
+    fingerprint: folderFingerprint(files),
+  }));
 }
