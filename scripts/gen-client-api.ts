@@ -15,6 +15,7 @@ const CLIENT_PATHS = [
   '/api/launcher/heartbeat',
   '/api/signing-keys',
   '/api/addons/updates',
+  '/api/addons/fingerprints',
   '/api/releases/by-hash/{sha256}',
   '/api/addons/{idOrSlug}',
 ];

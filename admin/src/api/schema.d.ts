@@ -638,6 +638,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/addons/fingerprints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** For an addon manager: which published releases have folders with these fingerprints (folders unpacked by hand, recognised) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description the fingerprints of folders found on disk (up to 5000) */
+                        fingerprints: string[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description every folder of a published release of a published addon with one of the fingerprints asked: by fingerprint as asked, newest release first */
+                            matches: {
+                                addon: {
+                                    id: string;
+                                    slug: string;
+                                };
+                                fingerprint: string;
+                                /** @description the release's top-level folder with this fingerprint */
+                                folder: string;
+                                release: {
+                                    id: string;
+                                    version: string;
+                                };
+                            }[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/addons/updates": {
         parameters: {
             query?: never;
