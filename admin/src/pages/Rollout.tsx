@@ -15,12 +15,11 @@ import {
 } from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
-import { api, data } from '../api/client';
+import { api, data, type Version } from '../api/client';
 import { ConfirmButton } from '../components/Confirm';
 import { useI18n } from '../i18n';
 import { useWrite } from '../write';
 import { Stat } from './Dashboard';
-import type { Version } from './Software';
 
 const KEY = ['software'] as const;
 const MARKS = [1, 5, 10, 25, 50, 100].map((value) => ({ value, label: `${value}%` }));

@@ -16,7 +16,7 @@ import {
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, data, type Paths } from '../api/client';
+import { api, data, type Version } from '../api/client';
 import { BuildForm, buildBody, type BuildFields, buildFields, emptyBuild } from '../components/BuildForm';
 import { ConfirmButton } from '../components/Confirm';
 import { ScheduledBadge } from '../components/Schedule';
@@ -70,9 +70,6 @@ function PackageForm({
     </form>
   );
 }
-
-export type Version =
-  Paths['/api/admin/software/{idOrSlug}']['get']['responses'][200]['content']['application/json']['versions'][number];
 
 interface VersionFormValue extends BuildFields {
   versionCode: number | string;
