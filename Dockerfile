@@ -43,6 +43,8 @@ COPY --from=build /app/dist ./dist
 COPY --from=build /app/admin/dist ./admin/dist
 # npm run backup / restore check the build with it (and find no sources to rebuild from).
 COPY --from=build /app/scripts/ensure-build.mjs ./scripts/ensure-build.mjs
+# Every entry imports it first: on a Node that package.json's engines exclude, one line and exit 1.
+COPY --from=build /app/scripts/node-version.mjs ./scripts/node-version.mjs
 # The embedded database and the local file store live in /data; the app files stay root-owned.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -1,3 +1,5 @@
+// First: on a Node that package.json's engines exclude, one line and exit 1 before anything loads.
+import '../scripts/node-version.mjs';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -9,6 +9,8 @@
  * leaves the target as it was; the row count of every table is verified before the commit.
  * Stop the service (or keep it read-only) while copying.
  */
+// First: on a Node that package.json's engines exclude, one line and exit 1 before anything loads.
+import './node-version.mjs';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';

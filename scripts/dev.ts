@@ -2,6 +2,8 @@
  * `npm run dev`: the API with reload on change (tsx watch) and the admin console with hot reload
  * (Vite dev server proxying /api and /uploads to the API). Open the URL Vite prints, under /admin/.
  */
+// First: on a Node that package.json's engines exclude, one line and exit 1 before anything loads.
+import './node-version.mjs';
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 

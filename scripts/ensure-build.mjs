@@ -9,6 +9,8 @@
  * Plain JavaScript on purpose: it runs before anything is compiled, without dev dependencies.
  */
 /* global console, process */
+// First: on a Node that package.json's engines exclude, one line and exit 1 before building anything.
+import './node-version.mjs';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';

@@ -1,3 +1,5 @@
+// First: on a Node that package.json's engines exclude, one line and exit 1 before anything loads.
+import '../scripts/node-version.mjs';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, startupNotes, startupWarnings } from './config.js';
 import { openDatabase } from './db/index.js';

@@ -14,7 +14,9 @@ describe('npm start builds only when the sources changed (scripts/ensure-build.m
   /** A tree shaped like this one whose builds just record that they ran. */
   function tree(): void {
     fs.mkdirSync(path.join(dir, 'scripts'), { recursive: true });
-    fs.copyFileSync(path.join(ROOT, 'scripts/ensure-build.mjs'), path.join(dir, 'scripts/ensure-build.mjs'));
+    for (const script of ['ensure-build.mjs', 'node-version.mjs']) {
+      fs.copyFileSync(path.join(ROOT, 'scripts', script), path.join(dir, 'scripts', script));
+    }
     const build = (out: string, log: string) =>
       `node -e "require('fs').mkdirSync('${path.dirname(out)}',{recursive:true});require('fs').writeFileSync('${out}','');require('fs').appendFileSync('builds.log','${log}\\n')"`;
     fs.writeFileSync(

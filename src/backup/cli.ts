@@ -4,6 +4,8 @@
  *
  * Both act on the installation the service's settings name (DATA_DIR, DATABASE_URL, STORAGE).
  */
+// First: on a Node that package.json's engines exclude, one line and exit 1 before anything loads.
+import '../../scripts/node-version.mjs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
