@@ -37,6 +37,7 @@ export {
   AbortedError,
   AnswerTooLargeError,
   ArchiveError,
+  ClockError,
   ConflictError,
   DigestError,
   type ErrorKind,
