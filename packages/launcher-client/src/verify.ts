@@ -187,7 +187,10 @@ export class ReplayMemory {
 
   constructor(private readonly state: StateFolder) {}
 
-  /** Refuses (`StaleAnswerError`) an answer whose signature expired before an accepted answer was signed. */
+  /**
+   * Refuses (`StaleAnswerError`) an answer whose signature expired before an accepted answer was
+   * signed; else answers the newest `created` kept.
+   */
   async check(signed: AnswerSignature): Promise<number> {
     // (An earlier version kept the newest per URL: the largest of those is the same bound.)
     this.newest ??= this.state
