@@ -2,6 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { admin, upload } from '../../../test/helpers/app.js';
 import { setClock } from '../../../src/domain/clock.js';
@@ -558,5 +559,30 @@ describe('addon managers', () => {
     };
     await expect(m.checkAddons([{ slug: 'questie', version: '0.9' }])).rejects.toBeInstanceOf(DigestError);
     await expect(m.releaseByHash(sha256)).rejects.toBeInstanceOf(DigestError);
+  });
+
+  it("an addon's download has the same deadlines: a drip fails each attempt at the speed floor's window", async () => {
+    const m = manager({ stallTimeoutMs: 300, retry: { retries: 1, baseDelayMs: 10 } });
+    const release = (await m.addon('questie'))!.releases[0]!;
+    s.proxy.rule = (seen) =>
+      seen.url.startsWith('/api/download/')
+        ? {
+            status: 200,
+            headers: {},
+            body: Buffer.alloc(0),
+            stream: async function* () {
+              for (;;) {
+                yield Buffer.from('x');
+                await sleep(100);
+              }
+            },
+          }
+        : undefined;
+    const from = s.proxy.seen.length;
+    const started = Date.now();
+    await expect(m.downloadRelease('questie', release)).rejects.toThrow(/fewer than 308 bytes in 300 ms/);
+    expect(s.proxy.seen.slice(from).filter((r) => r.url.startsWith('/api/download/'))).toHaveLength(2);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(Date.now() - started).toBeLessThan(600 + 1000);
   });
 });
