@@ -59,8 +59,7 @@ class Watchdog implements Deadline {
   readonly timeoutMs: number;
   /** The bytes a window must hold: `minBytesPerSecond × stallTimeoutMs / 1000`. */
   readonly floor: number;
-  /** Bytes received by this attempt. */
-  received = 0;
+  private bytes = 0;
   private readonly controller = new AbortController();
   private readonly windowMs: number;
   private readonly started = performance.now();
@@ -82,14 +81,19 @@ class Watchdog implements Deadline {
     this.stallTimer = setTimeout(() => this.check(), this.windowMs);
   }
 
+  /** Bytes received by this attempt. */
+  get received(): number {
+    return this.bytes;
+  }
+
   /** The answer's headers arrived. */
   answered(): void {
     clearTimeout(this.answerTimer);
   }
 
   arrived(bytes: number): void {
-    this.received += bytes;
-    this.arrivals.push({ at: performance.now(), received: this.received });
+    this.bytes += bytes;
+    this.arrivals.push({ at: performance.now(), received: this.bytes });
     // Every window starting at or after an arrival with at most `received - floor` bytes up to it
     // already holds the floor: such an arrival can no longer be where a short window starts.
     while ((this.arrivals[0]?.received ?? Infinity) <= this.received - this.floor) this.arrivals.shift();
