@@ -11,7 +11,7 @@ import { addonsCommand } from './cli-addons.js';
 import { UpdateManager } from './client.js';
 import type { PendingInstall } from './install.js';
 import type { Progress } from './download.js';
-import { LauncherClientError } from './errors.js';
+import { ClockError, LauncherClientError } from './errors.js';
 import type { TrustedKey } from './trust.js';
 
 const HELP = `Usage:
@@ -52,8 +52,9 @@ const HELP = `Usage:
       Installs, updates and removes addons in GAME/Interface/AddOns: launcher-client addons --help.
 
 Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale, rollback,
-integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network, usage, ...).
-Failures print {"error", "kind"} on stderr.
+integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network,
+clock, usage, ...). Failures print {"error", "kind"} on stderr; kind clock (this computer's clock is wrong:
+the error is a sentence to show) adds "offsetMs", the clock's offset from the server's (negative: behind).
 `;
 
 class UsageError extends Error {}
@@ -271,7 +272,8 @@ async function main(argv: string[]): Promise<number> {
 
 function fail(err: unknown): number {
   if (err instanceof LauncherClientError) {
-    process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind })}\n`);
+    const offset = err instanceof ClockError ? { offsetMs: err.offsetMs } : {};
+    process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind, ...offset })}\n`);
     return err.verification ? 2 : 1;
   }
   const kind = err instanceof UsageError || err instanceof TypeError ? 'usage' : 'internal';

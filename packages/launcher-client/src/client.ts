@@ -12,7 +12,15 @@ import os from 'node:os';
 import path from 'node:path';
 import type { paths } from './api.js';
 import { applyDelta, type DeltaEngine, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
-import { type FetchFileOptions, fetchFile, partFiles, type Progress } from './download.js';
+import {
+  DEFAULT_MIN_BYTES_PER_SECOND,
+  DEFAULT_STALL_TIMEOUT_MS,
+  type DownloadDeadlines,
+  type FetchFileOptions,
+  fetchFile,
+  partFiles,
+  type Progress,
+} from './download.js';
 import {
   HttpError,
   IntegrityError,
@@ -104,8 +112,21 @@ export interface UpdateManagerOptions {
   maxAnswerAgeSeconds?: never;
   /** The largest answer read, in bytes (default 4 MiB): a larger one is refused as soon as it is seen. */
   maxAnswerBytes?: number;
-  /** Each attempt of an answer's request, from sending to its last byte, in ms (default 30 000). */
+  /**
+   * Each attempt of an answer's request, from sending to its last byte, and the wait for a
+   * download's answer (its headers), in ms (default 30 000).
+   */
   timeoutMs?: number;
+  /**
+   * A download's speed floor, as curl's `--speed-limit`/`--speed-time`: an attempt that receives
+   * fewer than `minBytesPerSecond` (default 1 024) over any `stallTimeoutMs` (default 30 000) from
+   * its request on fails, and the next resumes it; attempts without that much progress count
+   * against `retry.retries`.
+   */
+  minBytesPerSecond?: number;
+  stallTimeoutMs?: number;
+  /** This computer's clock, in epoch ms (default `Date.now`): answers' signatures are checked against it. */
+  now?: () => number;
   /** Retries of answers and downloads (network errors, 429, 5xx). */
   retry?: Partial<RetryOptions>;
   /** Further checks of every downloaded file, after its size and hash. */
@@ -248,6 +269,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   private readonly publisherKeys: readonly MinisignPublicKey[];
   private readonly maxAnswerBytes: number;
   private readonly timeoutMs: number;
+  private readonly deadlines: DownloadDeadlines;
 
   constructor(private readonly options: UpdateManagerOptions) {
     super();
@@ -258,6 +280,11 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     }
     this.maxAnswerBytes = positiveInteger('maxAnswerBytes', options.maxAnswerBytes, DEFAULT_MAX_ANSWER_BYTES);
     this.timeoutMs = positiveInteger('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
+    this.deadlines = {
+      timeoutMs: this.timeoutMs,
+      minBytesPerSecond: positiveInteger('minBytesPerSecond', options.minBytesPerSecond, DEFAULT_MIN_BYTES_PER_SECOND),
+      stallTimeoutMs: positiveInteger('stallTimeoutMs', options.stallTimeoutMs, DEFAULT_STALL_TIMEOUT_MS),
+    };
     this.base = new URL(options.serverUrl);
     this.state = new StateFolder(path.resolve(options.stateDir));
     this.lifecycle = new Lifecycle(this.state);
@@ -266,6 +293,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       keys: this.keys,
       replay: new ReplayMemory(this.state),
       refreshKeys: async () => void (await this.refreshKeys()),
+      now: options.now ?? Date.now,
     };
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
     this.publisherKeys = (options.publisherKeys ?? []).flatMap((text) => {
@@ -514,7 +542,8 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     // A file rebuilt from a delta by a process that died midway (as large as the update it was for).
     await removeAbandonedRebuilds(dir);
     if (await UpdateManager.alreadyThere(final, expected, checks)) return done;
-    const fetchOptions = { ...options, retry: this.retry };
+    // One bound for the call: the delta's attempts without progress count with the full file's.
+    const fetchOptions = { ...options, retry: this.retry, deadlines: this.deadlines, failures: { failures: 0 } };
     let viaDelta = null;
     if (options.currentFile !== undefined && update.delta !== undefined) {
       viaDelta = await applyDelta({
@@ -832,7 +861,11 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     ];
     if (await UpdateManager.alreadyThere(final, expected, checks)) return final;
     const url = this.url(`/api/download/${encodeURIComponent(release.id)}`);
-    await this.fetchVerified(url, final, expected, checks, { ...options, retry: this.retry });
+    await this.fetchVerified(url, final, expected, checks, {
+      ...options,
+      retry: this.retry,
+      deadlines: this.deadlines,
+    });
     return final;
   }
 }

@@ -2,12 +2,14 @@
  * Resumable downloads into the state folder. A partial file `<sha256>.part` is kept with the URL and
  * `ETag` it came from (`<sha256>.part.json`); the next attempt asks for the rest with `Range` and
  * `If-Range`, and starts again from byte 0 when the server answers 200 or another `ETag`. Network
- * errors, 429 and 5xx are retried with backoff (honouring `Retry-After`).
+ * errors, 429 and 5xx are retried with backoff (honouring `Retry-After`). Every attempt has
+ * deadlines (`DownloadDeadlines`): no answer within `timeoutMs`, or too few bytes over a window,
+ * ends it; only attempts that made no progress count against the retries.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { AbortedError, IntegrityError, NetworkError } from './errors.js';
-import { httpError, type RetryOptions, send, withRetries } from './http.js';
+import { type Deadline, type FailureCount, httpError, type RetryOptions, sendWithin, withRetries } from './http.js';
 
 export interface Progress {
   /** Bytes on disk so far (a resumed download counts what it already had). */
@@ -23,6 +25,109 @@ export interface FetchFileOptions {
   readonly retry: RetryOptions;
   /** Told of each accepted answer's headers (200 or 206) before its body is read. */
   readonly onResponse?: (headers: Headers) => void;
+  readonly deadlines: DownloadDeadlines;
+  /**
+   * The failed attempts without progress so far; downloads given one object count together (a
+   * delta's and then its full file's, so that one call has one bound). Default: this call's own.
+   */
+  readonly failures?: FailureCount;
+}
+
+/**
+ * Each attempt's deadlines: the answer's headers within `timeoutMs`, and, as curl's
+ * `--speed-limit`/`--speed-time`, at least `minBytesPerSecond × stallTimeoutMs / 1000` bytes over
+ * any `stallTimeoutMs` from the request on.
+ */
+export interface DownloadDeadlines {
+  readonly timeoutMs: number;
+  readonly minBytesPerSecond: number;
+  readonly stallTimeoutMs: number;
+}
+
+/** The default `minBytesPerSecond`. */
+export const DEFAULT_MIN_BYTES_PER_SECOND = 1024;
+/** The default `stallTimeoutMs`. */
+export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
+
+/**
+ * One download attempt's deadlines, a `Deadline` for `sendWithin`: its signal aborts, with the
+ * `NetworkError` that says why, when no answer came within `timeoutMs`, or when fewer than `floor`
+ * bytes arrived over a window of `stallTimeoutMs` (from the request on), or with the caller's.
+ */
+class Watchdog implements Deadline {
+  readonly signal: AbortSignal;
+  readonly timeoutMs: number;
+  /** The bytes a window must hold: `minBytesPerSecond × stallTimeoutMs / 1000`. */
+  readonly floor: number;
+  private bytes = 0;
+  private readonly controller = new AbortController();
+  private readonly windowMs: number;
+  private readonly started = performance.now();
+  /** Arrivals (when, and `received` after it) that a window ending later may still start before. */
+  private readonly arrivals: { at: number; received: number }[] = [];
+  private readonly answerTimer: NodeJS.Timeout;
+  private stallTimer: NodeJS.Timeout;
+
+  constructor(
+    private readonly url: string,
+    deadlines: DownloadDeadlines,
+    readonly caller: AbortSignal | undefined,
+  ) {
+    this.timeoutMs = deadlines.timeoutMs;
+    this.windowMs = deadlines.stallTimeoutMs;
+    this.floor = Math.ceil((deadlines.minBytesPerSecond * deadlines.stallTimeoutMs) / 1000);
+    this.signal = caller === undefined ? this.controller.signal : AbortSignal.any([caller, this.controller.signal]);
+    this.answerTimer = setTimeout(() => this.fail(`no answer within ${this.timeoutMs} ms`), this.timeoutMs);
+    this.stallTimer = setTimeout(() => this.check(), this.windowMs);
+  }
+
+  /** Bytes received by this attempt. */
+  get received(): number {
+    return this.bytes;
+  }
+
+  /** The answer's headers arrived. */
+  answered(): void {
+    clearTimeout(this.answerTimer);
+  }
+
+  arrived(bytes: number): void {
+    this.bytes += bytes;
+    this.arrivals.push({ at: performance.now(), received: this.bytes });
+    // Every window starting at or after an arrival with at most `received - floor` bytes up to it
+    // already holds the floor: such an arrival can no longer be where a short window starts.
+    while ((this.arrivals[0]?.received ?? Infinity) <= this.received - this.floor) this.arrivals.shift();
+  }
+
+  /** Why the deadlines ended the attempt, or null. */
+  get failure(): NetworkError | null {
+    const reason: unknown = this.controller.signal.reason;
+    return reason instanceof NetworkError ? reason : null;
+  }
+
+  stop(): void {
+    clearTimeout(this.answerTimer);
+    clearTimeout(this.stallTimer);
+  }
+
+  /**
+   * Ends the attempt when the window of `stallTimeoutMs` ending now holds fewer than `floor` bytes:
+   * that is so from `stallTimeoutMs` after the oldest arrival kept (after the request while fewer
+   * than `floor` arrived in all), unless more arrive before; else looks again then.
+   */
+  private check(): void {
+    const from = this.received < this.floor ? this.started : (this.arrivals[0]?.at ?? this.started);
+    const now = performance.now();
+    if (now >= from + this.windowMs) {
+      this.fail(
+        `fewer than ${this.floor} bytes in ${this.windowMs} ms (the speed floor), after ${this.received} bytes`,
+      );
+    } else this.stallTimer = setTimeout(() => this.check(), from + this.windowMs - now);
+  }
+
+  private fail(why: string): void {
+    this.controller.abort(new NetworkError(`${this.url}: ${why}`));
+  }
 }
 
 interface PartInfo {
@@ -86,7 +191,7 @@ export async function fetchFile(
     options.onProgress({ bytes, total: expected.fileSize, rate: received / Math.max(0.001, (at - started) / 1000) });
   };
 
-  const attempt = async (): Promise<void> => {
+  const attempt = async (within: Watchdog): Promise<void> => {
     const info = await readPartInfo(files.info);
     let have = info !== null && info.url === url ? await sizeOf(files.part) : 0;
     if (have >= expected.fileSize) have = 0;
@@ -95,7 +200,8 @@ export async function fetchFile(
       headers.range = `bytes=${have}-`;
       headers['if-range'] = info.etag;
     }
-    const res = await send(url, { headers, signal: options.signal });
+    const res = await sendWithin(url, { headers }, within);
+    within.answered();
     if (res.status !== 200 && res.status !== 206) throw await httpError(url, res);
     options.onResponse?.(res.headers);
     const etag = res.headers.get('etag');
@@ -126,6 +232,7 @@ export async function fetchFile(
       if (res.body === null) throw new NetworkError(`${url}: empty answer`);
       for await (const chunk of res.body) {
         const bytes = chunk as Uint8Array;
+        within.arrived(bytes.length);
         have += bytes.length;
         received += bytes.length;
         if (have > expected.fileSize)
@@ -136,13 +243,33 @@ export async function fetchFile(
     } catch (err) {
       if (options.signal?.aborted) throw new AbortedError('the download was cancelled');
       if (err instanceof IntegrityError) throw err;
-      throw new NetworkError(`${url}: cut off after ${have} bytes: ${(err as Error).message}`, { cause: err });
+      throw (
+        within.failure ??
+        new NetworkError(`${url}: cut off after ${have} bytes: ${(err as Error).message}`, { cause: err })
+      );
     } finally {
       out.end();
       await closed;
     }
     report(have, true);
   };
-  await withRetries(attempt, options.retry, options.signal);
+  const failures = options.failures ?? { failures: 0 };
+  await withRetries(
+    async () => {
+      const within = new Watchdog(url, options.deadlines, options.signal);
+      try {
+        await attempt(within);
+      } catch (err) {
+        // Only attempts that made no progress (less than a window's floor) are bounded by the retries.
+        if (within.received >= within.floor) failures.failures = 0;
+        throw err;
+      } finally {
+        within.stop();
+      }
+    },
+    options.retry,
+    options.signal,
+    failures,
+  );
   return received;
 }

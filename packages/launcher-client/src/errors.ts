@@ -2,11 +2,13 @@
  * Every failure the library reports is one of these, with a `kind` a program can switch on (the CLI
  * prints it). Verification failures (`signature`, `digest`, `stale`, `rollback`, `integrity`,
  * `publisher-signature`, `archive`) mean the answer or file was refused and nothing from it was used or kept.
+ * `clock` is a refusal too, but of an answer the server holds fresh: this computer's clock is wrong.
  */
 export type ErrorKind =
   | 'signature'
   | 'digest'
   | 'stale'
+  | 'clock'
   | 'rollback'
   | 'integrity'
   | 'publisher-signature'
@@ -68,6 +70,38 @@ export class DigestError extends failure('DigestError', 'digest') {}
  * was signed: a replay to a device whose clock was set back), or was made in the future.
  */
 export class StaleAnswerError extends failure('StaleAnswerError', 'stale') {}
+
+/** "6 minutes", "1 hour", "3 days": a clock's offset as a person reads it (rounded). */
+function readableDuration(ms: number): string {
+  const minutes = Math.round(Math.abs(ms) / 60_000);
+  const [count, unit] =
+    minutes < 60
+      ? [minutes, 'minute']
+      : minutes < 48 * 60
+        ? [Math.round(minutes / 60), 'hour']
+        : [Math.round(minutes / (24 * 60)), 'day'];
+  return `${count} ${unit}${count === 1 ? '' : 's'}`;
+}
+
+/**
+ * An answer refused only because its signature's `created`/`expires` disagree with this computer's
+ * clock by more than the allowance, while the answer's own `Date` (the server's time, unsigned) falls
+ * between them: the server holds it fresh, so the clock here is wrong. Still refused (nothing is
+ * accepted on an unsigned word about time), but no sign of an attack. The message is a sentence a
+ * launcher can show ("this computer's clock is 6 minutes behind; set it and try again").
+ */
+export class ClockError extends failure('ClockError', 'clock') {
+  constructor(
+    /** This computer's clock minus the answer's `Date`, in ms: negative when it is behind. */
+    readonly offsetMs: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `this computer's clock is ${readableDuration(offsetMs)} ${offsetMs < 0 ? 'behind' : 'ahead'}; set it and try again`,
+      options,
+    );
+  }
+}
 
 /**
  * A verified answer offers a version that is not above the one the launcher runs (full package,

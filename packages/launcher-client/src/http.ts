@@ -70,11 +70,18 @@ export function deadline(timeoutMs: number, caller?: AbortSignal): Deadline {
   return { signal: caller === undefined ? timeout : AbortSignal.any([caller, timeout]), caller, timeoutMs };
 }
 
-/** The failure of an attempt that `deadline` ended: `AbortedError` for the caller's, else a `NetworkError`. */
+/**
+ * The failure of an attempt that `deadline` ended: `AbortedError` for the caller's, else a
+ * `NetworkError` (the one the deadline's signal aborted with, when it gave one).
+ */
 function failure(url: string, err: unknown, within: Deadline | undefined): AbortedError | NetworkError {
   if (within === undefined) return networkError(url, err, undefined);
   if (within.caller?.aborted) return aborted(within.caller);
-  if (within.signal.aborted) return new NetworkError(`${url}: no answer within ${within.timeoutMs} ms`, { cause: err });
+  if (within.signal.aborted) {
+    const reason: unknown = within.signal.reason;
+    if (reason instanceof NetworkError) return reason;
+    return new NetworkError(`${url}: no answer within ${within.timeoutMs} ms`, { cause: err });
+  }
   return networkError(url, err, undefined);
 }
 
@@ -162,22 +169,35 @@ export function retryable(err: unknown): boolean {
 }
 
 /**
- * Runs `attempt` until it succeeds, a failure is not retryable, or the retries are spent, waiting
- * between attempts as `backoffMs` says (honouring an `HttpError`'s `Retry-After`).
+ * The retryable failures `withRetries` counted since the last success. Calls given one count share
+ * it (a delta's download and then its full file's: one bound for both); an attempt may set it back
+ * to 0 (a download that made progress before it failed).
+ */
+export interface FailureCount {
+  failures: number;
+}
+
+/**
+ * Runs `attempt` until it succeeds, a failure is not retryable, or `count` passes the retries,
+ * waiting between attempts as `backoffMs` says (honouring an `HttpError`'s `Retry-After`).
  */
 export async function withRetries<T>(
   attempt: () => Promise<T>,
   options: RetryOptions,
   signal?: AbortSignal,
+  count: FailureCount = { failures: 0 },
 ): Promise<T> {
-  for (let failures = 0; ;) {
+  for (;;) {
     try {
-      return await attempt();
+      const result = await attempt();
+      count.failures = 0;
+      return result;
     } catch (err) {
-      failures++;
-      if (!retryable(err) || failures > options.retries) throw err;
+      if (!retryable(err)) throw err;
+      count.failures++;
+      if (count.failures > options.retries) throw err;
       const retryAfter = err instanceof HttpError ? err.retryAfterMs : null;
-      await sleep(backoffMs(failures, options, retryAfter), signal);
+      await sleep(backoffMs(count.failures, options, retryAfter), signal);
     }
   }
 }

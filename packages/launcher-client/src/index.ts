@@ -43,6 +43,7 @@ export {
   AbortedError,
   AnswerTooLargeError,
   ArchiveError,
+  ClockError,
   ConflictError,
   DigestError,
   type ErrorKind,

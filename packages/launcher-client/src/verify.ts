@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
-import { DigestError, IntegrityError, SignatureError, StaleAnswerError } from './errors.js';
+import { ClockError, DigestError, IntegrityError, SignatureError, StaleAnswerError } from './errors.js';
 import { integerParam, signatureBase, signatureCandidates, stringParam, verifyEd25519 } from './http-signature.js';
 import type { StateFolder } from './state.js';
 import { isInnerList, parseDictionary, StructuredFieldError } from './structured-fields.js';
@@ -32,6 +32,8 @@ export interface AnswerPolicy {
   readonly replay: ReplayMemory;
   /** Fetches the service's key list and adopts endorsed keys (called once when no signer is trusted). */
   readonly refreshKeys: () => Promise<void>;
+  /** This computer's clock, in epoch ms. */
+  readonly now: () => number;
 }
 
 /** What a verified answer was signed with. */
@@ -139,23 +141,35 @@ async function checkSignature(answer: ReceivedAnswer, policy: AnswerPolicy): Pro
   );
 }
 
-/** 3. Not expired, not made in the future (within the clock skew), and not expired before an answer already accepted was signed. */
-async function checkTime(signed: AnswerSignature, policy: AnswerPolicy): Promise<void> {
-  const nowSeconds = Math.floor(Date.now() / 1000);
-  if (signed.expires + CLOCK_SKEW_SECONDS <= nowSeconds) {
-    throw new StaleAnswerError(`the answer's signature expired at ${signed.expires}`);
+/**
+ * 3. Not expired, not made in the future (within the clock skew), and not expired before an answer
+ * already accepted was signed. An answer refused for the first two alone whose own `Date` falls
+ * between its `created` and `expires` (the server holds it fresh) is a `ClockError`: this
+ * computer's clock is off by the offset measured against that `Date`.
+ */
+async function checkTime(answer: ReceivedAnswer, signed: AnswerSignature, policy: AnswerPolicy): Promise<void> {
+  const now = policy.now();
+  const nowSeconds = Math.floor(now / 1000);
+  const refusal =
+    signed.expires + CLOCK_SKEW_SECONDS <= nowSeconds
+      ? `the answer's signature expired at ${signed.expires}`
+      : signed.created - CLOCK_SKEW_SECONDS > nowSeconds
+        ? `the answer was signed at ${signed.created}, in the future`
+        : null;
+  if (refusal === null) return policy.replay.accept(signed);
+  await policy.replay.check(signed);
+  const served = Date.parse(answer.headers.get('date') ?? '');
+  if (served >= signed.created * 1000 && served <= signed.expires * 1000) {
+    throw new ClockError(now - served, { cause: new StaleAnswerError(refusal) });
   }
-  if (signed.created - CLOCK_SKEW_SECONDS > nowSeconds) {
-    throw new StaleAnswerError(`the answer was signed at ${signed.created}, in the future`);
-  }
-  await policy.replay.accept(signed);
+  throw new StaleAnswerError(refusal);
 }
 
 /** Verifies an answer before anything in it is used; a failure is a typed error. */
 export async function verifyAnswer(answer: ReceivedAnswer, policy: AnswerPolicy): Promise<AnswerSignature> {
   checkDigest(answer);
   const signed = await checkSignature(answer, policy);
-  await checkTime(signed, policy);
+  await checkTime(answer, signed, policy);
   return signed;
 }
 
@@ -173,7 +187,11 @@ export class ReplayMemory {
 
   constructor(private readonly state: StateFolder) {}
 
-  async accept(signed: AnswerSignature): Promise<void> {
+  /**
+   * Refuses (`StaleAnswerError`) an answer whose signature expired before an accepted answer was
+   * signed; else answers the newest `created` kept.
+   */
+  async check(signed: AnswerSignature): Promise<number> {
     // (An earlier version kept the newest per URL: the largest of those is the same bound.)
     this.newest ??= this.state
       .readJson<Record<string, number>>('answers.json', {})
@@ -184,6 +202,12 @@ export class ReplayMemory {
         `replayed answer: its signature expired at ${signed.expires}, before an accepted answer was signed (${newest})`,
       );
     }
+    return newest;
+  }
+
+  /** `check`, then the answer's `created` kept when it is the newest. */
+  async accept(signed: AnswerSignature): Promise<void> {
+    const newest = await this.check(signed);
     if (signed.created <= newest) return;
     this.newest = Promise.resolve(signed.created);
     await this.state.writeJson('answers.json', { newestCreated: signed.created });

@@ -1,8 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AbortedError, IntegrityError, type Progress, type UpdateInfo, UpdateManager } from '../src/index.js';
-import { downloadsOf, launcherPackage, publishVersion, type Service, startService } from './helpers.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AbortedError,
+  IntegrityError,
+  NetworkError,
+  type Progress,
+  type UpdateInfo,
+  UpdateManager,
+  type UpdateManagerOptions,
+} from '../src/index.js';
+import { type Answer, downloadsOf, launcherPackage, publishVersion, type Service, startService } from './helpers.js';
 
 let s: Service;
 let update: UpdateInfo;
@@ -22,13 +31,17 @@ beforeAll(async () => {
   expect(new URL(update.downloadUrl).origin).toBe(s.proxy.url);
 });
 afterAll(() => s.close());
+afterEach(() => {
+  s.proxy.rule = null;
+});
 
-function manager(stateDir = s.stateDir()) {
+function manager(stateDir = s.stateDir(), options: Partial<UpdateManagerOptions> = {}) {
   return new UpdateManager({
     serverUrl: s.proxy.url,
     trustedKeys: [],
     stateDir,
     retry: { baseDelayMs: 10, retries: 3 },
+    ...options,
   });
 }
 const isDownload = (url: string) => url.startsWith('/api/software/download/');
@@ -148,5 +161,141 @@ describe('downloads', () => {
     expect(times).toHaveLength(3);
     expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(990);
     expect(fs.readFileSync(done.file).equals(content)).toBe(true);
+  });
+});
+
+describe('deadlines: a speed floor over every window, an answer within timeoutMs, attempts without progress bounded', () => {
+  // The defaults (1 024 bytes a second over 30 s, 30 s for the answer) scaled down: a floor of 512
+  // bytes over any 500 ms.
+  const WINDOW = 500;
+  const deadlines = { stallTimeoutMs: WINDOW, minBytesPerSecond: 1024, timeoutMs: 2000 };
+  /** The times of the download requests the proxy saw since `from`. */
+  const downloadTimes = (from: number) =>
+    s.proxy.seen
+      .slice(from)
+      .filter((r) => isDownload(r.url))
+      .map((r) => r.at);
+  /** An answer that drips one byte every `everyMs` for as long as the client reads. */
+  const drip = (everyMs: number): Answer => ({
+    status: 200,
+    headers: { 'content-type': 'application/octet-stream' },
+    body: Buffer.alloc(0),
+    stream: async function* () {
+      for (;;) {
+        yield Buffer.from('x');
+        await sleep(everyMs);
+      }
+    },
+  });
+
+  it('a drip (a byte every 100 ms) fails each attempt at the window, and the call within (retries + 1) windows', async () => {
+    s.proxy.rule = (seen) => (isDownload(seen.url) ? drip(100) : undefined);
+    const from = s.proxy.seen.length;
+    const started = Date.now();
+    const m = manager(s.stateDir(), { ...deadlines, retry: { retries: 2, baseDelayMs: 10 } });
+    const failed = m.downloadUpdate(update);
+    await expect(failed).rejects.toBeInstanceOf(NetworkError);
+    await expect(failed).rejects.toThrow(/fewer than 512 bytes in 500 ms \(the speed floor\), after \d bytes/);
+    const elapsed = Date.now() - started;
+    const times = downloadTimes(from);
+    expect(times).toHaveLength(3);
+    // Each attempt ends at its window (the backoff between is at most 10 and 20 ms).
+    for (const [i, at] of times.slice(1).entries()) {
+      expect(at - times[i]!).toBeGreaterThanOrEqual(WINDOW);
+      expect(at - times[i]!).toBeLessThan(WINDOW + 400);
+    }
+    // The bound: 3 attempts of a window each, and the backoffs.
+    expect(elapsed).toBeGreaterThanOrEqual(3 * WINDOW);
+    expect(elapsed).toBeLessThan(3 * WINDOW + 30 + 1000);
+  });
+
+  it('a server that never answers (no headers) fails each attempt at timeoutMs', async () => {
+    s.proxy.rule = (seen) => (isDownload(seen.url) ? new Promise<never>(() => undefined) : undefined);
+    const from = s.proxy.seen.length;
+    const started = Date.now();
+    const m = manager(s.stateDir(), { timeoutMs: 300, stallTimeoutMs: 60_000, retry: { retries: 1, baseDelayMs: 10 } });
+    await expect(m.downloadUpdate(update)).rejects.toThrow(/no answer within 300 ms/);
+    expect(downloadTimes(from)).toHaveLength(2);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(Date.now() - started).toBeLessThan(2500);
+  });
+
+  it('an attempt that stalls after progress is resumed from where it was, and does not count against the retries', async () => {
+    const piece = 64 * 1024;
+    let stalls = 0;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isDownload(seen.url) || stalls === 2) return undefined;
+      stalls++;
+      // A piece of what was asked for (the whole file, then the rest of it), then silence.
+      return { ...(await upstream()), cutAfter: piece, hold: true };
+    };
+    const stateDir = s.stateDir();
+    const from = s.proxy.seen.length;
+    // One retry: only because the stalled attempts made progress is the download not given up.
+    const done = await manager(stateDir, { ...deadlines, retry: { retries: 1, baseDelayMs: 10 } }).downloadUpdate(
+      update,
+    );
+    expect(fs.readFileSync(done.file).equals(content)).toBe(true);
+    const requests = s.proxy.seen.slice(from).filter((r) => isDownload(r.url));
+    expect(requests.map((r) => r.headers.range)).toEqual([undefined, `bytes=${piece}-`, `bytes=${2 * piece}-`]);
+    expect(requests[1]!.at - requests[0]!.at).toBeGreaterThanOrEqual(WINDOW);
+    expect(done.downloadedBytes).toBe(SIZE);
+  });
+
+  it('a download slower than the timeouts but above the floor is never cut', async () => {
+    const pkg = await launcherPackage(s.t, 'slow-launcher');
+    const published = await publishVersion(s.t, pkg, 2, {}, 8192);
+    const answer = await (
+      await fetch(`${s.proxy.url}/api/software/check-update?slug=slow-launcher&versionCode=1`)
+    ).json();
+    const slow: UpdateInfo = { kind: 'full', slug: 'slow-launcher', downgrade: false, changelog: '', ...answer.latest };
+    // 256 bytes every 50 ms (about 5 KiB/s, 1.6 s in all): every 1 000 ms window holds more than 1 024 bytes.
+    s.proxy.rule = async (seen, upstream) => {
+      if (!isDownload(seen.url)) return undefined;
+      const whole = await upstream();
+      return {
+        ...whole,
+        stream: async function* () {
+          for (let at = 0; at < whole.body.length; at += 256) {
+            yield whole.body.subarray(at, at + 256);
+            await sleep(50);
+          }
+        },
+      };
+    };
+    const started = Date.now();
+    const m = manager(s.stateDir(), {
+      stallTimeoutMs: 1000,
+      minBytesPerSecond: 1024,
+      timeoutMs: 300,
+      retry: { retries: 0 },
+    });
+    const done = await m.downloadUpdate(slow);
+    expect(Date.now() - started).toBeGreaterThan(1000);
+    expect(fs.readFileSync(done.file).equals(published.content)).toBe(true);
+  });
+
+  it('a delta and then its full file share one bound: a dripping server fails the call after retries + 2 attempts', async () => {
+    s.proxy.rule = (seen) => (isDownload(seen.url) ? drip(100) : undefined);
+    const stateDir = s.stateDir();
+    const currentFile = path.join(stateDir, 'current');
+    fs.writeFileSync(currentFile, 'the installed file');
+    const delta = {
+      fromVersionCode: 1,
+      downloadUrl: `${update.downloadUrl}-delta`,
+      fileSize: 1000,
+      sha256: 'd'.repeat(64),
+    };
+    const from = s.proxy.seen.length;
+    const started = Date.now();
+    const m = manager(stateDir, { ...deadlines, retry: { retries: 2, baseDelayMs: 10 } });
+    await expect(m.downloadUpdate({ ...update, delta }, { currentFile })).rejects.toThrow(/the speed floor/);
+    const urls = s.proxy.seen
+      .slice(from)
+      .filter((r) => isDownload(r.url))
+      .map((r) => r.url.endsWith('-delta'));
+    // Three attempts of the delta, then one of the full file: the count was spent.
+    expect(urls).toEqual([true, true, true, false]);
+    expect(Date.now() - started).toBeLessThan(4 * WINDOW + 30 + 1200);
   });
 });

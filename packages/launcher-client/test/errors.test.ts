@@ -43,6 +43,25 @@ describe('the error classes', () => {
     });
   });
 
+  it('ClockError is no verification failure: it carries the offset and a sentence to show, rounded', () => {
+    const err = new client.ClockError(-6 * 60_000 + 400);
+    expect(err).toBeInstanceOf(client.LauncherClientError);
+    expect(err).toMatchObject({
+      name: 'ClockError',
+      kind: 'clock',
+      verification: false,
+      offsetMs: -359_600,
+      message: "this computer's clock is 6 minutes behind; set it and try again",
+    });
+    const said = (ms: number) => /clock is (.*); set it/.exec(new client.ClockError(ms).message)?.[1];
+    expect(said(3_600_000)).toBe('1 hour ahead');
+    expect(said(-5 * 60_000)).toBe('5 minutes behind');
+    expect(said(89 * 60_000)).toBe('1 hour ahead');
+    expect(said(-26 * 3_600_000)).toBe('26 hours behind');
+    expect(said(3 * 86_400_000 + 1000)).toBe('3 days ahead');
+    expect(said(60_000)).toBe('1 minute ahead');
+  });
+
   it('names and kinds are literal types a program can switch on', () => {
     expectTypeOf(new client.SignatureError('x').kind).toEqualTypeOf<'signature'>();
     expectTypeOf(new client.SignatureError('x').name).toEqualTypeOf<'SignatureError'>();

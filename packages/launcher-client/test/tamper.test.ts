@@ -2,6 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { admin, upload } from '../../../test/helpers/app.js';
 import { setClock } from '../../../src/domain/clock.js';
@@ -10,6 +11,7 @@ import { ENGINE } from '../../../test/helpers/db.js';
 import {
   AbortedError,
   AnswerTooLargeError,
+  ClockError,
   DigestError,
   NetworkError,
   RollbackError,
@@ -59,13 +61,14 @@ function manager(options: Partial<UpdateManagerOptions> = {}) {
   });
 }
 
-/** Runs the CLI against the proxy with the pinned keys and `stateDir`. */
-function cli(args: string[], stateDir: string, trustedKeys = pinned) {
+/** Runs the CLI against the proxy with the pinned keys and `stateDir` (on a clock `offsetMs` off). */
+function cli(args: string[], stateDir: string, trustedKeys = pinned, offsetMs = 0) {
   const keys = path.join(stateDir, 'keys.json');
   fs.writeFileSync(keys, JSON.stringify(trustedKeys));
   const all = [...args, '--server', s.proxy.url, '--trust', keys, '--state', stateDir];
+  const clock = `data:text/javascript,const real = Date.now; Date.now = () => real() + ${offsetMs};`;
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...all]);
+    const child = spawn(process.execPath, ['--import', 'tsx', '--import', clock, CLI, ...all]);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -206,6 +209,101 @@ describe('every answer is verified before anything is used', () => {
     expect(run.stdout).toBe('');
     expect(JSON.parse(run.stderr.trim())).toMatchObject({ kind: 'digest', error: expect.any(String) });
     expect(downloadsOf(stateDir)).toEqual([]);
+  });
+});
+
+describe('a wrong clock is not an attack', () => {
+  const MINUTE = 60_000;
+  /** A package of its own with one version (each test its own signed answers). */
+  async function fresh(app: string) {
+    await publishVersion(s.t, await launcherPackage(s.t, `${app}-launcher`), 1);
+  }
+  /** A manager on a clock `offsetMs` off the real one. */
+  const offClock = (app: string, offsetMs: number, options: Partial<UpdateManagerOptions> = {}) =>
+    manager({ app, now: () => Date.now() + offsetMs, ...options });
+  /** The error a promise rejects with. */
+  const refusal = (promise: Promise<unknown>) =>
+    promise.then(
+      () => expect.unreachable(),
+      (err: unknown) => err,
+    );
+
+  it('a clock 6 minutes slow: every genuine answer refused as kind clock (no attack), with the offset and a sentence', async () => {
+    await fresh('slow');
+    const err = await refusal(offClock('slow', -6 * MINUTE).checkForUpdates(1));
+    expect(err).toBeInstanceOf(ClockError);
+    expect(err).toMatchObject({
+      kind: 'clock',
+      verification: false,
+      message: "this computer's clock is 6 minutes behind; set it and try again",
+    });
+    // Measured against the answer's Date (whole seconds) and the time it took to arrive.
+    expect((err as ClockError).offsetMs).toBeGreaterThan(-6 * MINUTE - 2000);
+    expect((err as ClockError).offsetMs).toBeLessThanOrEqual(-6 * MINUTE + 1000);
+    // On the right clock, the same service's answers are taken.
+    expect(await manager({ app: 'slow' }).checkForUpdates(1)).toMatchObject({ result: 'up-to-date' });
+  });
+
+  it('a clock an hour fast: an answer the service signed 10 minutes ago (and keeps) is refused as kind clock', async () => {
+    await fresh('fast');
+    setClock(() => Date.now() - 10 * MINUTE);
+    await fetch(`${s.proxy.url}/api/software/check-update?slug=fast-launcher&versionCode=1`);
+    setClock(null);
+    const err = await refusal(offClock('fast', 60 * MINUTE).checkForUpdates(1));
+    expect(err).toBeInstanceOf(ClockError);
+    expect(err).toMatchObject({
+      kind: 'clock',
+      message: "this computer's clock is 1 hour ahead; set it and try again",
+    });
+    expect((err as ClockError).offsetMs).toBeGreaterThanOrEqual(60 * MINUTE);
+    expect((err as ClockError).offsetMs).toBeLessThan(60 * MINUTE + 2000);
+    expect(await manager({ app: 'fast' }).checkForUpdates(1)).toMatchObject({ result: 'up-to-date' });
+  });
+
+  it('stays stale when the Date is outside created..expires (forged, or a replay of an expired answer), or the replay memory refuses it', async () => {
+    await fresh('forged');
+    // The Date moved past the answer's expires: the clock here is not what refuses it.
+    tamperChecks((a) => ({ ...a, headers: { ...a.headers, date: new Date(Date.now() + 3 * 3600_000).toUTCString() } }));
+    await expect(offClock('forged', -6 * MINUTE).checkForUpdates(1)).rejects.toBeInstanceOf(StaleAnswerError);
+    tamperChecks((a) => ({ ...a, headers: { ...a.headers, date: 'not a date' } }));
+    await expect(offClock('forged', -6 * MINUTE).checkForUpdates(1)).rejects.toBeInstanceOf(StaleAnswerError);
+    s.proxy.rule = null;
+    // An answer signed 2 hours ago, served now: its Date is past its expires.
+    await fresh('replayed');
+    setClock(() => Date.now() - 2 * 3600_000);
+    await expect(manager({ app: 'replayed' }).checkForUpdates(1)).rejects.toBeInstanceOf(StaleAnswerError);
+    setClock(null);
+    // An answer that expired before one already accepted was signed is a replay, whatever the clock.
+    const stateDir = s.stateDir();
+    fs.writeFileSync(
+      path.join(stateDir, 'answers.json'),
+      JSON.stringify({ newestCreated: Math.floor(Date.now() / 1000) + 2 * 3600 }),
+    );
+    await expect(offClock('forged', -6 * MINUTE, { stateDir }).checkForUpdates(1)).rejects.toBeInstanceOf(
+      StaleAnswerError,
+    );
+  });
+
+  it('the CLI: kind clock exits 1 with the offset; a forged Date stays stale, exit 2', async () => {
+    await fresh('cliclock');
+    const slow = await cli(['update', '--app', 'cliclock', '--version-code', '1'], s.stateDir(), pinned, -6 * MINUTE);
+    expect(slow.code).toBe(1);
+    const failure = JSON.parse(slow.stderr.trim()) as { kind: string; error: string; offsetMs: number };
+    expect(failure).toMatchObject({
+      kind: 'clock',
+      error: "this computer's clock is 6 minutes behind; set it and try again",
+    });
+    expect(Math.abs(failure.offsetMs + 6 * MINUTE)).toBeLessThan(2000);
+    tamperChecks((a) => ({ ...a, headers: { ...a.headers, date: new Date(0).toUTCString() } }));
+    const stateDir = s.stateDir();
+    const forged = await cli(['update', '--app', 'cliclock', '--version-code', '1'], stateDir, pinned, -6 * MINUTE);
+    expect(forged.code).toBe(2);
+    expect(JSON.parse(forged.stderr.trim())).toMatchObject({ kind: 'stale' });
+    expect(downloadsOf(stateDir)).toEqual([]);
+    s.proxy.rule = null;
+    const right = await cli(['update', '--app', 'cliclock', '--version-code', '1'], s.stateDir());
+    expect(right.code).toBe(0);
+    expect(JSON.parse(right.stdout.trim())).toMatchObject({ result: 'up-to-date' });
   });
 });
 
@@ -461,5 +559,30 @@ describe('addon managers', () => {
     };
     await expect(m.checkAddons([{ slug: 'questie', version: '0.9' }])).rejects.toBeInstanceOf(DigestError);
     await expect(m.releaseByHash(sha256)).rejects.toBeInstanceOf(DigestError);
+  });
+
+  it("an addon's download has the same deadlines: a drip fails each attempt at the speed floor's window", async () => {
+    const m = manager({ stallTimeoutMs: 300, retry: { retries: 1, baseDelayMs: 10 } });
+    const release = (await m.addon('questie'))!.releases[0]!;
+    s.proxy.rule = (seen) =>
+      seen.url.startsWith('/api/download/')
+        ? {
+            status: 200,
+            headers: {},
+            body: Buffer.alloc(0),
+            stream: async function* () {
+              for (;;) {
+                yield Buffer.from('x');
+                await sleep(100);
+              }
+            },
+          }
+        : undefined;
+    const from = s.proxy.seen.length;
+    const started = Date.now();
+    await expect(m.downloadRelease('questie', release)).rejects.toThrow(/fewer than 308 bytes in 300 ms/);
+    expect(s.proxy.seen.slice(from).filter((r) => r.url.startsWith('/api/download/'))).toHaveLength(2);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(Date.now() - started).toBeLessThan(600 + 1000);
   });
 });
