@@ -488,11 +488,16 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     });
   }
 
-  /** The kept package file of the version a delta of `update` starts from, when the state folder has it. */
+  /**
+   * The kept package file of the version a delta of `update` starts from, when the state folder has
+   * it: the installed full version's for the full package, the applied patch's (on that full
+   * version) for the patch package.
+   */
   private async installedFileFor(update: UpdateInfo): Promise<string | undefined> {
-    if (update.kind !== 'full' || update.delta === undefined) return undefined;
-    const { full } = (await this.lifecycle.read()).installed;
-    return full?.versionCode === update.delta.fromVersionCode && full.file !== null ? full.file : undefined;
+    if (update.delta === undefined) return undefined;
+    const { full, patch } = (await this.lifecycle.read()).installed;
+    const from = update.kind === 'full' ? full : patch?.fullVersionCode === full?.versionCode ? patch : null;
+    return from?.versionCode === update.delta.fromVersionCode && from.file !== null ? from.file : undefined;
   }
 
   private async download(update: UpdateInfo, options: DownloadOptions): Promise<DownloadedUpdate> {

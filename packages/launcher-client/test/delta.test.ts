@@ -405,6 +405,47 @@ describe('delta updates in the client', () => {
   });
 });
 
+describe('patch deltas', () => {
+  it("the applied patch's file is the next patch's delta source: the second patch downloads only its delta", async () => {
+    const pkg = await launcherPackage(s.t, 'delta-launcher-patch');
+    const patches = twoBuilds(MB);
+    const three = await upload(s.t, 'patch-3.zip', patches.before);
+    await createVersion(s.t, pkg, { version: '2.0.1', versionCode: 3, filePath: three.filePath });
+    const stateDir = s.stateDir();
+    const m = new UpdateManager({ ...managerOptions(stateDir), trustedKeys: await s.keys() });
+    await m.startup(2);
+    const first = await m.checkForUpdates();
+    expect(first).toMatchObject({ result: 'patch', update: { kind: 'patch', versionCode: 3 } });
+    const applied = await m.downloadUpdate(first.update!);
+    expect(applied).toMatchObject({ delta: false, downloadedBytes: patches.before.length });
+    await m.markPatchApplied(3);
+
+    const four = await upload(s.t, 'patch-4.zip', patches.after);
+    await createVersion(s.t, pkg, { version: '2.0.2', versionCode: 4, filePath: four.filePath });
+    const check = await vi.waitFor(
+      async () => {
+        const found = await m.checkForUpdates();
+        expect(found.update?.delta?.fromVersionCode).toBe(3);
+        return found;
+      },
+      { timeout: 60_000, interval: 200 },
+    );
+    const update = check.update!;
+    const from = s.proxy.seen.length;
+    const done = await m.downloadUpdate(update);
+    expect(done).toMatchObject({ delta: true, downloadedBytes: update.delta!.fileSize, deltaFailure: null });
+    expect(update.delta!.fileSize).toBeLessThan(patches.after.length / 10);
+    expect(sha256(fs.readFileSync(done.file))).toBe(sha256(patches.after));
+    const seen = s.proxy.seen.slice(from).map((r) => new URL(r.url, 'http://x').pathname);
+    expect(seen.filter((u) => u.startsWith('/api/software/download/'))).toEqual([expect.stringMatching(/\/delta\/3$/)]);
+    // Applied in turn, it is the source of the patch after it; the one before is pruned.
+    await m.markPatchApplied(4);
+    expect((await m.lifecycleRecord()).installed.patch).toMatchObject({ versionCode: 4, file: done.file });
+    expect(downloadsOf(stateDir)).not.toContain(path.relative(path.join(stateDir, 'downloads'), applied.file));
+    expect(fs.existsSync(done.file)).toBe(true);
+  }, 90_000);
+});
+
 describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on this Node)", () => {
   it('rebuilds with zlib, no zstd program needed: the target exactly, only the delta downloaded', async () => {
     const update = await mandatoryUpdate();
