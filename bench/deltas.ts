@@ -115,6 +115,7 @@ async function measureApplying(run: BenchRun, label: string, source: string, mad
     downloadUrl: served(made.target.file),
     fileSize: made.target.size,
     sha256: made.target.sha256,
+    fileName: null,
     fileSignature: null,
     downgrade: false,
     delta: {

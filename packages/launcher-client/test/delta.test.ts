@@ -171,10 +171,10 @@ describe('delta updates in the client', () => {
       deltaFailure: null,
     });
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
-    expect(done.file).toBe(path.join(stateDir, 'downloads', target.sha256, 'delta-launcher-2.0'));
+    expect(done.file).toBe(path.join(stateDir, 'downloads', target.sha256, 'delta-launcher-2.0.exe'));
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
     // Nothing else left: no partial delta, no rebuilt temporary file.
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
     // The next call finds the verified file and downloads nothing.
     const again = await manager(stateDir).downloadUpdate(update, { currentFile });
     expect(again).toMatchObject({ file: done.file, delta: false, downloadedBytes: 0 });
@@ -195,7 +195,7 @@ describe('delta updates in the client', () => {
     const exited = new Promise((resolve) => live.once('exit', resolve));
     const writing = `${other}.${live.pid}.rebuilt`;
     for (const name of [...left, writing]) fs.writeFileSync(path.join(dir, name), builds.after.subarray(0, 5000));
-    const files = [target.sha256, path.join(target.sha256, 'delta-launcher-2.0')];
+    const files = [target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')];
     try {
       const done = await manager(stateDir).downloadUpdate(update, { currentFile });
       expect(done.delta).toBe(true);
@@ -254,7 +254,7 @@ describe('delta updates in the client', () => {
     const done = await manager(stateDir).downloadUpdate(update, { currentFile });
     expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize - 1000 });
     expect(s.proxy.seen.slice(resumed).find((r) => isDelta(r.url))?.headers.range).toBe('bytes=1000-');
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a corrupted delta is refused before zstd reads it, and the full download ends with the verified file', async () => {
@@ -274,7 +274,7 @@ describe('delta updates in the client', () => {
     expect(done.deltaFailure).toMatch(/SHA-256/);
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [expect.any(String)] });
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a wrong current file fails in zstd (the frame checksum), and the full download follows', async () => {
@@ -290,7 +290,7 @@ describe('delta updates in the client', () => {
       downloadsOf(stateDir)
         .filter((f) => f !== path.basename(wrong))
         .sort(),
-    ).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    ).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a delta that rebuilds another file is refused by the check against latest, and the full download follows', async () => {
@@ -318,7 +318,7 @@ describe('delta updates in the client', () => {
     expect(done).toMatchObject({ delta: false, downloadedBytes: patch.length + target.size });
     expect(done.deltaFailure).toMatch(new RegExp(`SHA-256 is ${sha256(other)}`));
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a delta the service no longer has (404), a missing current file or no zstd: the full download', async () => {
@@ -460,7 +460,7 @@ describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on
     });
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   }, 120_000);
 
   it('a wrong current file fails in zlib (the frame checksum or the dictionary): the full download, nothing left', async () => {
@@ -473,7 +473,7 @@ describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on
     expect(done.deltaFailure).toMatch(/\S/);
     expect(done.deltaFailure).not.toMatch(/zstd exited|cannot run/);
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   }, 120_000);
 
   it('a pair above the in-process cap goes to the zstd program; with no program either, the full download', async () => {
@@ -592,7 +592,7 @@ describe('a delta that rebuilds past the size the answer promises (signed with a
     expect(done.deltaFailure).toMatch(stopped);
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
     expect(downloads(from).full).toHaveLength(1);
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it("the runtime's zlib (Node 24): stopped at the promised size, the warning, then the full file, verified", async () => {
