@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import {
   DEFAULT_IN_PROCESS_DELTA_MAX_BYTES,
   type DownloadedUpdate,
+  type TrustedKey,
   type UpdateInfo,
   UpdateManager,
 } from 'patchwell-client';
@@ -20,6 +21,9 @@ import { api, type BenchRun, runs, type Scenario, type ScenarioProvider, uploadF
  * launcher process's peak RSS, beside the same process's before the rebuild). Then, with
  * `--delta-gb`: check-update and a download while the service itself makes a 1 GB delta against the
  * same without, in the same rounds (aim: within 5 %).
+ *
+ * `patch-delta` (bounded, 8.5 MB files): two successive patches of a launcher through the service's
+ * flow; the second downloads only its delta from the applied first.
  */
 
 const MB = 1000 * 1000;
@@ -111,6 +115,7 @@ async function measureApplying(run: BenchRun, label: string, source: string, mad
     downloadUrl: served(made.target.file),
     fileSize: made.target.size,
     sha256: made.target.sha256,
+    fileName: null,
     fileSignature: null,
     downgrade: false,
     delta: {
@@ -196,12 +201,65 @@ async function measureApplyingInProcess(
   );
 }
 
+/**
+ * Two successive patches through the service and the client's whole flow (check, download, apply,
+ * check again), as a launcher on its full version 1 runs them: the first patch downloads whole, the
+ * second only its delta from the first (its file kept by the state folder as the applied patch).
+ * Prints the bytes each downloaded and what the delta saved.
+ */
+async function measurePatches(run: BenchRun): Promise<void> {
+  const slug = 'bench-patch-launcher';
+  const first = randomBytes(8.5 * MB);
+  const second = Buffer.concat([first.subarray(0, 3 * MB), randomBytes(200_000), first.subarray(3 * MB + 100_000)]);
+  const pkg = (packageSlug: string) =>
+    api<{ id: string }>(run, 'POST', '/api/software', { slug: packageSlug, name: '补丁' });
+  const [launcher, patches] = await Promise.all([pkg(slug), pkg(`${slug}-patch`)]);
+  const publish = async (packageId: string, code: number, content: Buffer) => {
+    const file = await uploadFile(run, `${slug}-${code}.bin`, content);
+    await api(run, 'POST', `/api/software/${packageId}/versions`, {
+      version: `1.0.${code}`,
+      versionCode: code,
+      filePath: file.filePath,
+    });
+  };
+  await publish(launcher.id, 1, randomBytes(1024));
+  await publish(patches.id, 2, first);
+  const stateDir = fs.mkdtempSync(path.join(run.dataDir, 'bench-patch-'));
+  const trustedKeys = (await (await fetch(`${run.url}/api/signing-keys`)).json()) as TrustedKey[];
+  const client = new UpdateManager({ serverUrl: run.url, trustedKeys, stateDir, fullSlug: slug });
+  try {
+    await client.startup(1);
+    const one = await client.downloadUpdate((await client.checkForUpdates()).update!);
+    await client.markPatchApplied(2);
+    await publish(patches.id, 3, second);
+    // The service makes the delta from 2 in the background: asked until it offers it.
+    const offered = `${run.url}/api/software/check-update?slug=${slug}-patch&versionCode=2`;
+    const until = Date.now() + 120_000;
+    while (!((await (await fetch(offered)).json()) as { latest: { delta?: unknown } }).latest.delta) {
+      if (Date.now() > until) throw new Error('patch delta: the service made no delta from patch 2 within 120 s');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const update = (await client.checkForUpdates()).update!;
+    const two = await client.downloadUpdate(update);
+    if (!two.delta)
+      throw new Error(`patch delta: the second patch was not rebuilt from the first: ${two.deltaFailure}`);
+    console.log(
+      `patch delta: the first patch downloaded whole (${mib(one.downloadedBytes)}); the second, rebuilt from the ` +
+        `applied first, downloaded ${mib(two.downloadedBytes)} instead of ${mib(update.fileSize)}: ` +
+        `${mib(update.fileSize - two.downloadedBytes)} saved (${((100 * two.downloadedBytes) / update.fileSize).toFixed(1)} % downloaded)`,
+    );
+  } finally {
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  }
+}
+
 interface Delta {
   fromVersionCode: number;
   status: string;
 }
 
 export const scenarios: ScenarioProvider = async (target) => {
+  if (target.wanted('patch-delta')) await measurePatches(target);
   if (!target.wanted('delta')) return [];
   const gb = process.env.BENCH_DELTA_GB === '1';
   const store = path.join(target.dataDir, 'uploads', 'bench-deltas');

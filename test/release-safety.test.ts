@@ -355,6 +355,29 @@ describe('signed answers', () => {
     }
   });
 
+  it("check-update's latest names the stored file's original name, in the signed body; an external link none", async () => {
+    const pinned = await keys();
+    const res = await check('signed', 0);
+    expect(res.json<{ latest: { fileName?: string } }>().latest.fileName).toBe('setup.exe');
+    expect(verified(res, pinned)).toBe(true);
+    // Another name in the body (a proxy's) fails the signature, the digest made anew or not.
+    const renamed = Buffer.from(res.rawPayload.toString('utf8').replace('"setup.exe"', '"setup.bat"'));
+    expect(renamed.equals(res.rawPayload)).toBe(false);
+    expect(verified({ ...res, rawPayload: renamed }, pinned)).toBe(false);
+    const redigested = { ...res, headers: { ...res.headers, 'content-digest': digestHeaderOf(renamed) } };
+    expect(verified({ ...redigested, rawPayload: renamed }, pinned)).toBe(false);
+    const linked = await createPackage(t, { slug: 'signed-link', name: '链接' });
+    await createVersion(t, linked.id, {
+      version: '1.0',
+      versionCode: 1,
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/setup.exe',
+    });
+    const link = await check('signed-link', 0);
+    expect(link.statusCode).toBe(200);
+    expect(link.json<{ latest: object }>().latest).not.toHaveProperty('fileName');
+  });
+
   it('check-update carries signedAt; 304s, HEAD answers, errors and other reads carry none of the signature headers', async () => {
     const res = await check('signed', 0, 'abc');
     expect(Date.now() - Date.parse(res.json<{ signedAt: string }>().signedAt)).toBeLessThan(60 * 60 * 1000);

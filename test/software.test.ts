@@ -49,6 +49,7 @@ describe('GET /api/software/check-update', () => {
         wowVersion: '1.18',
         createdAt: expect.any(String),
         sha256: file.sha256,
+        fileName: 'launcher.exe',
         forceUpdate: true,
       },
       downgrade: false,

@@ -574,6 +574,8 @@ export interface paths {
                                     sha256: string;
                                 };
                                 downloadUrl: string;
+                                /** @description the stored file's original name (as uploaded; else `slug-version`), which its extension is taken from; absent for an external link */
+                                fileName?: string;
                                 /** @description the publisher's minisign signature of the file (.minisig text) */
                                 fileSignature?: string;
                                 fileSize: number;

@@ -40,12 +40,11 @@ import {
   withRetries,
 } from './http.js';
 import {
-  dispositionFileName,
-  installerExtension,
   Lifecycle,
   type LifecycleRecord,
   type PendingInstall,
   type PendingPatch,
+  packageExtension,
   pruneDownloads,
   startDetached,
 } from './install.js';
@@ -179,6 +178,11 @@ export interface UpdateInfo {
   readonly downloadUrl: string;
   readonly fileSize: number;
   readonly sha256: string | null;
+  /**
+   * The stored file's original name (check-update's signed `latest.fileName`), null when the
+   * service names none: the downloaded file keeps its extension when it is one of `PACKAGE_EXTENSIONS`.
+   */
+  readonly fileName: string | null;
   /** The publisher's minisign signature of the file (`.minisig` text), when the service has one. */
   readonly fileSignature: string | null;
   /** True when the device runs a revoked version: install this one even though it is lower. */
@@ -212,7 +216,7 @@ export interface DownloadOptions {
 /** A verified file in the state folder's downloads. */
 export interface DownloadedUpdate {
   readonly update: UpdateInfo;
-  /** Absolute path. */
+  /** Absolute path: `downloads/<sha256>/<slug>-<version><extension of fileName>`. */
   readonly file: string;
   readonly sha256: string;
   /** True when the file was rebuilt from a delta. */
@@ -223,8 +227,6 @@ export interface DownloadedUpdate {
   readonly deltaFailure: string | null;
   /** What rebuilt the file from the delta (`node`: the runtime's zlib; `program`: zstd), null without one. */
   readonly deltaEngine: DeltaEngine | null;
-  /** The file's name as the service serves it (`Content-Disposition`), when this call downloaded it whole. */
-  readonly servedName: string | null;
 }
 
 /** The default `maxAnswerBytes`: check-update and catalogue answers are KiBs. */
@@ -424,6 +426,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       downloadUrl: latest.downloadUrl,
       fileSize: latest.fileSize,
       sha256: latest.sha256,
+      fileName: latest.fileName ?? null,
       fileSignature: latest.fileSignature ?? null,
       downgrade: answer.downgrade === true,
       ...(latest.delta === undefined ? {} : { delta: latest.delta }),
@@ -516,11 +519,16 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     });
   }
 
-  /** The kept package file of the version a delta of `update` starts from, when the state folder has it. */
+  /**
+   * The kept package file of the version a delta of `update` starts from, when the state folder has
+   * it: the installed full version's for the full package, the applied patch's (on that full
+   * version) for the patch package.
+   */
   private async installedFileFor(update: UpdateInfo): Promise<string | undefined> {
-    if (update.kind !== 'full' || update.delta === undefined) return undefined;
-    const { full } = (await this.lifecycle.read()).installed;
-    return full?.versionCode === update.delta.fromVersionCode && full.file !== null ? full.file : undefined;
+    if (update.delta === undefined) return undefined;
+    const { full, patch } = (await this.lifecycle.read()).installed;
+    const from = update.kind === 'full' ? full : patch?.fullVersionCode === full?.versionCode ? patch : null;
+    return from?.versionCode === update.delta.fromVersionCode && from.file !== null ? from.file : undefined;
   }
 
   private async download(update: UpdateInfo, options: DownloadOptions): Promise<DownloadedUpdate> {
@@ -537,7 +545,6 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       downloadedBytes: 0,
       deltaFailure: null,
       deltaEngine: null,
-      servedName: null,
     };
     // A file rebuilt from a delta by a process that died midway (as large as the update it was for).
     await removeAbandonedRebuilds(dir);
@@ -561,18 +568,13 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
         return { ...done, delta: true, downloadedBytes: viaDelta.downloadedBytes, deltaEngine: viaDelta.engine };
       }
     }
-    let servedName: string | null = null;
     // The same checks run on this download as on a file rebuilt from a delta (delta.ts) before
     // either is moved into place.
-    const fetched = await this.fetchVerified(update.downloadUrl, final, expected, checks, {
-      ...fetchOptions,
-      onResponse: (headers) => (servedName = dispositionFileName(headers.get('content-disposition'))),
-    });
+    const fetched = await this.fetchVerified(update.downloadUrl, final, expected, checks, fetchOptions);
     return {
       ...done,
       downloadedBytes: (viaDelta?.downloadedBytes ?? 0) + fetched,
       deltaFailure: viaDelta?.applied === false ? viaDelta.reason : null,
-      servedName,
     };
   }
 
@@ -610,39 +612,29 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   }
 
   /**
-   * Installs a downloaded mandatory update: the file is verified again (size, SHA-256, every check),
-   * given its original extension (the name the service serves it under: `Content-Disposition`,
-   * asked with a HEAD request when the download did not see it), made executable where the platform
-   * needs it, recorded as the pending install, then started detached with `args`. The launcher
-   * quits next; its next start with the new version (`startup`) confirms the install. Nothing
-   * unverified is started: a file that fails a check is deleted and the call throws.
+   * Installs a downloaded mandatory update: the file (with its extension from the signed
+   * `latest.fileName`) is verified again (size, SHA-256, every check), made executable where the
+   * platform needs it, recorded as the pending install, then started detached with `args`. The
+   * launcher quits next; its next start with the new version (`startup`) confirms the install.
+   * Nothing unverified is started: a file that fails a check is deleted and the call throws.
    */
   installUpdate(downloaded: DownloadedUpdate, args: readonly string[] = []): Promise<PendingInstall> {
     return this.reported(async () => {
-      const { update } = downloaded;
+      const { update, file } = downloaded;
       if (update.kind !== 'full')
         throw new TypeError('installUpdate starts a full package; a patch is applied by the launcher');
-      const served = downloaded.servedName ?? (await this.servedName(update.downloadUrl));
-      const installer = `${downloaded.file}${installerExtension(served)}`;
-      if (installer !== downloaded.file) {
-        await fs.promises.rm(installer, { force: true });
-        await fs.promises
-          .link(downloaded.file, installer)
-          .catch(() => fs.promises.copyFile(downloaded.file, installer));
-      }
       const expected = { fileSize: update.fileSize, sha256: downloaded.sha256 };
       try {
-        await verifyFile(installer, expected, this.checksFor(update));
+        await verifyFile(file, expected, this.checksFor(update));
       } catch (err) {
-        await fs.promises.rm(installer, { force: true });
-        if (installer !== downloaded.file) await fs.promises.rm(downloaded.file, { force: true });
+        await fs.promises.rm(file, { force: true });
         throw err;
       }
       const install: PendingInstall = {
         version: update.version,
         versionCode: update.versionCode,
-        installer,
-        file: downloaded.file,
+        installer: file,
+        file,
         sha256: downloaded.sha256,
         args: [...args],
         startedAt: new Date().toISOString(),
@@ -651,27 +643,13 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       const before = await this.lifecycle.read();
       await this.lifecycle.change((r) => ({ ...r, pending: { ...r.pending, install } }));
       try {
-        await startDetached(installer, args);
+        await startDetached(file, args);
       } catch (err) {
         await this.lifecycle.change((r) => ({ ...r, pending: { ...r.pending, install: before.pending.install } }));
         throw err;
       }
       return install;
     });
-  }
-
-  /** The name `url` is served under (a HEAD request's `Content-Disposition`), or null. */
-  private async servedName(url: string): Promise<string | null> {
-    try {
-      const res = await sendWithin(
-        url,
-        { method: 'HEAD', headers: { 'accept-encoding': 'identity' } },
-        deadline(this.timeoutMs),
-      );
-      return res.ok ? dispositionFileName(res.headers.get('content-disposition')) : null;
-    } catch {
-      return null;
-    }
   }
 
   /**
@@ -797,10 +775,13 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     }
   }
 
-  /** `<slug>-<version>` with only safe characters (the SHA-256 folder keeps versions apart). */
+  /**
+   * `<slug>-<version>` with only safe characters (the SHA-256 folder keeps versions apart), then the
+   * extension of the signed `fileName` when it is one of `PACKAGE_EXTENSIONS`.
+   */
   private static fileName(update: UpdateInfo): string {
     const name = `${update.slug}-${update.version}`.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
-    return name.slice(0, 128);
+    return `${name.slice(0, 128)}${packageExtension(update.fileName)}`;
   }
 
   private async heartbeatBody(extra: Omit<HeartbeatBody, 'deviceId'>): Promise<HeartbeatBody> {

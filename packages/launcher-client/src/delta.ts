@@ -8,7 +8,10 @@
  * Two engines rebuild: `node`, the runtime's own `zlib` where it has zstd with dictionaries (Node 24,
  * detected by trying it, never by version), streaming the new file to disk with the installed file
  * as the dictionary; `program`, the `zstd` program (1.4.5 or later), where the runtime has no such
- * zstd or the pair is larger than the in-process cap. Both check the frame's checksum.
+ * zstd or the pair is larger than the in-process cap. Both check the frame's checksum, and both
+ * stop as soon as the rebuilt file would pass the size the signed answer promises (`expected.fileSize`):
+ * a delta that expands further (a zstd bomb, signed by a stolen key) writes no more than that, and
+ * fails as any other delta does.
  *
  * The rebuilt file is named after the process writing it (`<sha256>.<pid>.rebuilt`): one left by a
  * process that died mid-apply (killed, crashed, the power cut) is removed by the next download of
@@ -18,7 +21,7 @@ import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { Transform } from 'node:stream';
+import { Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { fetchFile, type FetchFileOptions, partFiles } from './download.js';
 import { AbortedError } from './errors.js';
@@ -167,42 +170,91 @@ export function zlibZstd(): ZlibZstd | null {
 }
 
 /**
+ * Passes on at most `maxBytes`: the chunk that would pass them is not written, and fails the
+ * rebuild (the pipeline then stops the decoder or the program).
+ */
+function atMost(maxBytes: number): Transform {
+  let passed = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      passed += chunk.length;
+      if (passed <= maxBytes) return done(null, chunk);
+      done(new Error(`the delta rebuilds more than the ${maxBytes} bytes latest promises: stopped there`));
+    },
+  });
+}
+
+/**
+ * The largest window a delta to a file of `fileSize` bytes needs, as a power of two: the service's
+ * zstd writes the file's size in the frame and uses it as the window (a single segment), so no
+ * genuine delta asks for more; zstd's bounds are 2^10 and 2^31.
+ */
+function windowLog(fileSize: number): number {
+  return Math.min(31, Math.max(10, Math.ceil(Math.log2(Math.max(1, fileSize)))));
+}
+
+/**
  * The `node` engine: the delta streamed through the runtime's zstd decoder to `out`, with the
- * installed file as the dictionary (held in memory: the caller caps its size) and windows up to
- * 2 GiB admitted (`ZSTD_d_windowLogMax` 31, as `--long=31`).
+ * installed file as the dictionary (held in memory: the caller caps its size), windows up to the
+ * promised file's size (`ZSTD_d_windowLogMax`) and at most `maxBytes` written.
  */
 async function rebuildInProcess(
   zstd: ZlibZstd,
   source: string,
   delta: string,
   out: string,
+  maxBytes: number,
   signal?: AbortSignal,
 ): Promise<void> {
   const dictionary = await fs.promises.readFile(source, signal ? { signal } : {});
   const decoder = zstd.createZstdDecompress({
     dictionary,
-    params: { [zstd.constants.ZSTD_d_windowLogMax]: 31 },
+    params: { [zstd.constants.ZSTD_d_windowLogMax]: windowLog(maxBytes) },
   });
-  await pipeline(fs.createReadStream(delta), decoder, fs.createWriteStream(out), signal ? { signal } : {});
+  await pipeline(
+    fs.createReadStream(delta),
+    decoder,
+    atMost(maxBytes),
+    fs.createWriteStream(out),
+    signal ? { signal } : {},
+  );
 }
 
 /**
- * `zstd -d --long=31 --patch-from=SOURCE -o OUT -- DELTA`, spawned without a shell. `--long=31`
- * admits the 2 GiB windows the service may use; zstd checks the frame's checksum and deletes OUT
- * when it fails. Memory: zstd holds the source and the new file's window (about both sizes).
+ * `zstd -d -c --long=31 --patch-from=SOURCE -- DELTA`, spawned without a shell, its output written
+ * to OUT up to `maxBytes` (past them the program is stopped). `--long=31` admits the 2 GiB windows
+ * the service may use; zstd checks the frame's checksum and exits non-zero when it fails.
+ * Memory: zstd holds the source and the new file's window (about both sizes).
  */
-function rebuild(program: string, source: string, delta: string, out: string, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const args = ['-q', '-d', '-f', '--long=31', `--patch-from=${source}`, '-o', out, '--', delta];
-    const child = spawn(program, args, { stdio: ['ignore', 'ignore', 'pipe'], ...(signal ? { signal } : {}) });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+async function rebuild(
+  program: string,
+  source: string,
+  delta: string,
+  out: string,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<void> {
+  const args = ['-q', '-d', '-c', '--long=31', `--patch-from=${source}`, '--', delta];
+  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(signal ? { signal } : {}) });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+  const exited = new Promise<void>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code, killed) => {
       if (code === 0) return resolve();
       reject(new Error(`zstd exited with ${code ?? killed ?? 'no status'}: ${stderr.trim() || 'no message'}`));
     });
   });
+  // Awaited below, after the output: a failure to start is not left unhandled meanwhile.
+  exited.catch(() => undefined);
+  try {
+    await pipeline(child.stdout, atMost(maxBytes), fs.createWriteStream(out));
+  } catch (err) {
+    child.kill();
+    await exited.catch(() => undefined);
+    throw err;
+  }
+  await exited;
 }
 
 /**
@@ -230,9 +282,9 @@ export async function applyDelta(request: DeltaRequest): Promise<DeltaOutcome> {
     downloadedBytes = await fetchFile(dir, offer.downloadUrl, offer, download);
     await verifyFile(deltaFiles.part, offer);
     if (inProcess !== null && engine === 'node') {
-      await rebuildInProcess(inProcess, source, deltaFiles.part, rebuilt, download.signal);
+      await rebuildInProcess(inProcess, source, deltaFiles.part, rebuilt, request.expected.fileSize, download.signal);
     } else {
-      await rebuild(request.zstd, source, deltaFiles.part, rebuilt, download.signal);
+      await rebuild(request.zstd, source, deltaFiles.part, rebuilt, request.expected.fileSize, download.signal);
     }
     await verifyFile(rebuilt, request.expected, request.checks);
     await fs.promises.mkdir(path.dirname(request.destination), { recursive: true });

@@ -23,8 +23,6 @@ export interface FetchFileOptions {
   readonly onProgress?: (progress: Progress) => void;
   readonly signal?: AbortSignal;
   readonly retry: RetryOptions;
-  /** Told of each accepted answer's headers (200 or 206) before its body is read. */
-  readonly onResponse?: (headers: Headers) => void;
   readonly deadlines: DownloadDeadlines;
   /**
    * The failed attempts without progress so far; downloads given one object count together (a
@@ -203,7 +201,6 @@ export async function fetchFile(
     const res = await sendWithin(url, { headers }, within);
     within.answered();
     if (res.status !== 200 && res.status !== 206) throw await httpError(url, res);
-    options.onResponse?.(res.headers);
     const etag = res.headers.get('etag');
     const resumed =
       res.status === 206 &&

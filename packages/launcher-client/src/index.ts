@@ -62,6 +62,12 @@ export {
 export { archiveFingerprints, type FolderFingerprint, folderFingerprint } from './fingerprint.js';
 export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
 export type { RetryOptions } from './http.js';
-export type { LifecycleRecord, PackageFile, PendingInstall, PendingPatch } from './install.js';
+export {
+  type LifecycleRecord,
+  PACKAGE_EXTENSIONS,
+  type PackageFile,
+  type PendingInstall,
+  type PendingPatch,
+} from './install.js';
 export type { SigningKeyEntry, TrustedKey } from './trust.js';
 export type { CheckedFile, ExpectedFile, FileCheck } from './verify.js';

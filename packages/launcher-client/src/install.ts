@@ -9,7 +9,7 @@
  *   the next start with its version confirms it;
  * - `pending.patch`: a verified patch waiting for the launcher to apply it at its next start.
  *
- * Also: starting a verified installer detached, its original file name, and pruning downloads.
+ * Also: a package file's extension, starting a verified installer detached, and pruning downloads.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -38,7 +38,7 @@ export interface PendingPatch {
 export interface PendingInstall {
   readonly version: string;
   readonly versionCode: number;
-  /** The installer started: the verified file, under its original name. */
+  /** The installer started: the verified file (`file`, with its extension). */
   readonly installer: string;
   /** The verified download the installer was made from (kept for the next delta). */
   readonly file: string;
@@ -87,31 +87,32 @@ export class Lifecycle {
 }
 
 /**
- * The file name a `Content-Disposition` header gives (`filename*` in UTF-8 first, then `filename`),
- * reduced to its last path segment; null when it names none.
+ * The extensions a downloaded package file keeps (an installer needs its own to start, a patch its
+ * own to be recognised), spelled as their platforms spell them.
  */
-export function dispositionFileName(header: string | null): string | null {
-  if (header === null) return null;
-  const extended = /filename\*\s*=\s*UTF-8''([^;\s]+)/i.exec(header)?.[1];
-  let name: string | undefined;
-  if (extended !== undefined) {
-    try {
-      name = decodeURIComponent(extended);
-    } catch {
-      name = undefined;
-    }
-  }
-  name ??= /filename\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;\s]+))/i
-    .exec(header)
-    ?.slice(1)
-    .find((v) => v !== undefined);
-  const base = name?.split(/[\\/]/).at(-1)?.trim();
-  return base ? base : null;
-}
+export const PACKAGE_EXTENSIONS = [
+  '.exe',
+  '.msi',
+  '.zip',
+  '.7z',
+  '.AppImage',
+  '.dmg',
+  '.pkg',
+  '.deb',
+  '.rpm',
+  '.sh',
+  '.tar.gz',
+  '.tar.xz',
+] as const;
 
-/** The extension of `name` an installer needs (`.exe`, `.AppImage`, `.tar.gz`), safe characters only; '' when none. */
-export function installerExtension(name: string | null): string {
-  return (name === null ? undefined : /(?:\.tar)?\.[A-Za-z0-9]{1,12}$/.exec(name)?.[0]) ?? '';
+/**
+ * The extension of `name` (check-update's signed `latest.fileName`) when it is one of
+ * `PACKAGE_EXTENSIONS`, compared without regard to case and spelled as listed; '' for any other
+ * name (`.bat`, `.cmd`, `.scr`, none) or none.
+ */
+export function packageExtension(name: string | null): string {
+  const lower = name?.toLowerCase();
+  return PACKAGE_EXTENSIONS.find((extension) => lower?.endsWith(extension.toLowerCase()) === true) ?? '';
 }
 
 /**

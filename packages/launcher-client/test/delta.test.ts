@@ -1,6 +1,7 @@
 import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -8,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createVersion, upload } from '../../../test/helpers/app.js';
 import { zlibZstd } from '../src/delta.js';
 import { AbortedError, type DeltaOffer, type DownloadedUpdate, type UpdateInfo, UpdateManager } from '../src/index.js';
-import { downloadsOf, launcherPackage, NODE_24, type Service, startService } from './helpers.js';
+import { downloadsOf, launcherPackage, NODE_24, type Service, signLikeTheService, startService } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
@@ -40,13 +41,18 @@ function twoBuilds(size = 4 * MB): { before: Buffer; after: Buffer } {
 
 const builds = twoBuilds();
 const target = { sha256: sha256(builds.after), size: builds.after.length };
+/** The service's signing key (`SIGNING_KEY_FILE`), as an attacker who stole it has it. */
+const stolen = generateKeyPairSync('ed25519').privateKey;
 let s: Service;
 let offer: DeltaOffer;
 let currentFile: string;
 let keysFile: string;
+const keyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-key-'));
 
 beforeAll(async () => {
-  s = await startService();
+  const keyFile = path.join(keyDir, 'signing.pem');
+  fs.writeFileSync(keyFile, stolen.export({ type: 'pkcs8', format: 'pem' }));
+  s = await startService({ SIGNING_KEY_FILE: keyFile });
   expect(await s.t.app.ctx.deltas.launch((err) => expect.fail(String(err)))).toBe(true);
   const pkg = await launcherPackage(s.t, 'delta-launcher');
   const one = await upload(s.t, 'delta-1.exe', builds.before);
@@ -70,7 +76,10 @@ beforeAll(async () => {
     { timeout: 60_000, interval: 200 },
   );
 }, 60_000);
-afterAll(() => s.close());
+afterAll(async () => {
+  await s.close();
+  fs.rmSync(keyDir, { recursive: true, force: true });
+});
 
 /** Options of the managers under test: the zstd program rebuilds (on any runtime), unless `extra` says otherwise. */
 const managerOptions = (stateDir: string, extra: { zstd?: string; inProcessDeltaMaxBytes?: number } = {}) => ({
@@ -162,10 +171,10 @@ describe('delta updates in the client', () => {
       deltaFailure: null,
     });
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
-    expect(done.file).toBe(path.join(stateDir, 'downloads', target.sha256, 'delta-launcher-2.0'));
+    expect(done.file).toBe(path.join(stateDir, 'downloads', target.sha256, 'delta-launcher-2.0.exe'));
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
     // Nothing else left: no partial delta, no rebuilt temporary file.
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
     // The next call finds the verified file and downloads nothing.
     const again = await manager(stateDir).downloadUpdate(update, { currentFile });
     expect(again).toMatchObject({ file: done.file, delta: false, downloadedBytes: 0 });
@@ -186,7 +195,7 @@ describe('delta updates in the client', () => {
     const exited = new Promise((resolve) => live.once('exit', resolve));
     const writing = `${other}.${live.pid}.rebuilt`;
     for (const name of [...left, writing]) fs.writeFileSync(path.join(dir, name), builds.after.subarray(0, 5000));
-    const files = [target.sha256, path.join(target.sha256, 'delta-launcher-2.0')];
+    const files = [target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')];
     try {
       const done = await manager(stateDir).downloadUpdate(update, { currentFile });
       expect(done.delta).toBe(true);
@@ -245,7 +254,7 @@ describe('delta updates in the client', () => {
     const done = await manager(stateDir).downloadUpdate(update, { currentFile });
     expect(done).toMatchObject({ delta: true, downloadedBytes: offer.fileSize - 1000 });
     expect(s.proxy.seen.slice(resumed).find((r) => isDelta(r.url))?.headers.range).toBe('bytes=1000-');
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a corrupted delta is refused before zstd reads it, and the full download ends with the verified file', async () => {
@@ -265,7 +274,7 @@ describe('delta updates in the client', () => {
     expect(done.deltaFailure).toMatch(/SHA-256/);
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [expect.any(String)] });
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a wrong current file fails in zstd (the frame checksum), and the full download follows', async () => {
@@ -281,7 +290,7 @@ describe('delta updates in the client', () => {
       downloadsOf(stateDir)
         .filter((f) => f !== path.basename(wrong))
         .sort(),
-    ).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    ).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a delta that rebuilds another file is refused by the check against latest, and the full download follows', async () => {
@@ -309,7 +318,7 @@ describe('delta updates in the client', () => {
     expect(done).toMatchObject({ delta: false, downloadedBytes: patch.length + target.size });
     expect(done.deltaFailure).toMatch(new RegExp(`SHA-256 is ${sha256(other)}`));
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   });
 
   it('a delta the service no longer has (404), a missing current file or no zstd: the full download', async () => {
@@ -396,6 +405,47 @@ describe('delta updates in the client', () => {
   });
 });
 
+describe('patch deltas', () => {
+  it("the applied patch's file is the next patch's delta source: the second patch downloads only its delta", async () => {
+    const pkg = await launcherPackage(s.t, 'delta-launcher-patch');
+    const patches = twoBuilds(MB);
+    const three = await upload(s.t, 'patch-3.zip', patches.before);
+    await createVersion(s.t, pkg, { version: '2.0.1', versionCode: 3, filePath: three.filePath });
+    const stateDir = s.stateDir();
+    const m = new UpdateManager({ ...managerOptions(stateDir), trustedKeys: await s.keys() });
+    await m.startup(2);
+    const first = await m.checkForUpdates();
+    expect(first).toMatchObject({ result: 'patch', update: { kind: 'patch', versionCode: 3 } });
+    const applied = await m.downloadUpdate(first.update!);
+    expect(applied).toMatchObject({ delta: false, downloadedBytes: patches.before.length });
+    await m.markPatchApplied(3);
+
+    const four = await upload(s.t, 'patch-4.zip', patches.after);
+    await createVersion(s.t, pkg, { version: '2.0.2', versionCode: 4, filePath: four.filePath });
+    const check = await vi.waitFor(
+      async () => {
+        const found = await m.checkForUpdates();
+        expect(found.update?.delta?.fromVersionCode).toBe(3);
+        return found;
+      },
+      { timeout: 60_000, interval: 200 },
+    );
+    const update = check.update!;
+    const from = s.proxy.seen.length;
+    const done = await m.downloadUpdate(update);
+    expect(done).toMatchObject({ delta: true, downloadedBytes: update.delta!.fileSize, deltaFailure: null });
+    expect(update.delta!.fileSize).toBeLessThan(patches.after.length / 10);
+    expect(sha256(fs.readFileSync(done.file))).toBe(sha256(patches.after));
+    const seen = s.proxy.seen.slice(from).map((r) => new URL(r.url, 'http://x').pathname);
+    expect(seen.filter((u) => u.startsWith('/api/software/download/'))).toEqual([expect.stringMatching(/\/delta\/3$/)]);
+    // Applied in turn, it is the source of the patch after it; the one before is pruned.
+    await m.markPatchApplied(4);
+    expect((await m.lifecycleRecord()).installed.patch).toMatchObject({ versionCode: 4, file: done.file });
+    expect(downloadsOf(stateDir)).not.toContain(path.relative(path.join(stateDir, 'downloads'), applied.file));
+    expect(fs.existsSync(done.file)).toBe(true);
+  }, 90_000);
+});
+
 describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on this Node)", () => {
   it('rebuilds with zlib, no zstd program needed: the target exactly, only the delta downloaded', async () => {
     const update = await mandatoryUpdate();
@@ -410,7 +460,7 @@ describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on
     });
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
     expect(downloads(from)).toMatchObject({ delta: [expect.any(String)], full: [] });
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   }, 120_000);
 
   it('a wrong current file fails in zlib (the frame checksum or the dictionary): the full download, nothing left', async () => {
@@ -423,7 +473,7 @@ describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on
     expect(done.deltaFailure).toMatch(/\S/);
     expect(done.deltaFailure).not.toMatch(/zstd exited|cannot run/);
     expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
-    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
   }, 120_000);
 
   it('a pair above the in-process cap goes to the zstd program; with no program either, the full download', async () => {
@@ -464,5 +514,138 @@ describe("deltas rebuilt in the launcher's process (Node 24 zlib, the service on
       deltaEngine: 'node',
       downloadedBytes: offer.fileSize,
     });
+  }, 120_000);
+});
+
+/**
+ * Check-update answers offer `bytes` as the delta from 1 (served by the proxy), re-signed with the
+ * stolen key: the client has every reason to believe them.
+ */
+async function offerForgedDelta(bytes: Buffer): Promise<void> {
+  const [{ keyId } = { keyId: '' }] = await s.keys();
+  s.proxy.rule = async (seen, upstream) => {
+    if (seen.url === '/forged-delta') return { status: 200, headers: {}, body: bytes };
+    if (!seen.url.startsWith('/api/software/check-update')) return undefined;
+    const answer = await upstream();
+    const json = JSON.parse(answer.body.toString('utf8')) as { latest: { delta?: DeltaOffer } };
+    json.latest.delta = {
+      fromVersionCode: 1,
+      downloadUrl: `${s.proxy.url}/forged-delta`,
+      fileSize: bytes.length,
+      sha256: sha256(bytes),
+    };
+    const body = Buffer.from(JSON.stringify(json));
+    return { ...answer, body, headers: { ...answer.headers, ...signLikeTheService(body, stolen, keyId, seen.url) } };
+  };
+}
+
+/**
+ * A zstd bomb: 16 frames of 64 MiB of zeros each (2 MiB windows, no content size), 1 GiB from
+ * 34 kB, far past the 4 MB update the answer promises.
+ */
+function bomb(): Buffer {
+  const frame = execFileSync('zstd', ['-q', '-c'], { input: Buffer.alloc(64 * MB), maxBuffer: MB });
+  return Buffer.concat(Array.from({ length: 16 }, () => frame));
+}
+
+/** `work`'s result and the largest rebuilt file seen in `stateDir`'s downloads meanwhile (looked at every 2 ms). */
+async function largestRebuilt<T>(stateDir: string, work: () => Promise<T>): Promise<{ result: T; largest: number }> {
+  const dir = path.join(stateDir, 'downloads');
+  let largest = 0;
+  const look = setInterval(() => {
+    for (const name of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
+      if (!name.endsWith('.rebuilt')) continue;
+      largest = Math.max(largest, fs.statSync(path.join(dir, name), { throwIfNoEntry: false })?.size ?? 0);
+    }
+  }, 2);
+  try {
+    return { result: await work(), largest };
+  } finally {
+    clearInterval(look);
+  }
+}
+
+describe('a delta that rebuilds past the size the answer promises (signed with a stolen key)', () => {
+  const bombBytes = bomb();
+  const stopped = new RegExp(`more than the ${target.size} bytes latest promises`);
+
+  /** The mandatory update as the forged answers offer it, verified with the service's (stolen) key. */
+  async function forgedUpdate(bytes: Buffer): Promise<UpdateInfo> {
+    await offerForgedDelta(bytes);
+    const update = await mandatoryUpdate();
+    expect(update.delta).toMatchObject({ fileSize: bytes.length, sha256: sha256(bytes) });
+    return update;
+  }
+
+  it('the zstd program: stopped at the promised size, a failed delta, then the full file, verified', async () => {
+    const update = await forgedUpdate(bombBytes);
+    const stateDir = s.stateDir();
+    const from = s.proxy.seen.length;
+    const started = performance.now();
+    const { result: done, largest } = await largestRebuilt(stateDir, () =>
+      manager(stateDir).downloadUpdate(update, { currentFile }),
+    );
+    s.proxy.rule = null;
+    expect(performance.now() - started).toBeLessThan(20_000);
+    expect(largest).toBeLessThanOrEqual(target.size);
+    expect(done).toMatchObject({ delta: false, deltaEngine: null, downloadedBytes: bombBytes.length + target.size });
+    expect(done.deltaFailure).toMatch(stopped);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(downloads(from).full).toHaveLength(1);
+    expect(downloadsOf(stateDir).sort()).toEqual([target.sha256, path.join(target.sha256, 'delta-launcher-2.0.exe')]);
+  });
+
+  it("the runtime's zlib (Node 24): stopped at the promised size, the warning, then the full file, verified", async () => {
+    const update = await forgedUpdate(bombBytes);
+    const stateDir = s.stateDir();
+    const { result: done, largest } = await largestRebuilt(stateDir, () =>
+      onNode24(stateDir, update, currentFile, { zstd: '/nonexistent/zstd' }),
+    );
+    // The command says it as a warning, and still ends with the verified file.
+    const [npx, args] = NODE_24;
+    const run = await promisify(execFile)(
+      npx,
+      [...args, path.resolve(import.meta.dirname, '../dist/cli.js'), 'update', '--server', s.proxy.url].concat([
+        '--trust',
+        keysFile,
+        '--state',
+        s.stateDir(),
+        '--app',
+        'delta',
+        '--version-code',
+        '1',
+        '--current-file',
+        currentFile,
+      ]),
+      { cwd: ROOT, timeout: 120_000 },
+    );
+    s.proxy.rule = null;
+    expect(largest).toBeLessThanOrEqual(target.size);
+    expect(done).toMatchObject({ delta: false, deltaEngine: null, downloadedBytes: bombBytes.length + target.size });
+    expect(done.deltaFailure).toMatch(stopped);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
+    expect(JSON.parse(run.stderr.trim().split('\n').at(-1) ?? '')).toMatchObject({
+      warning: expect.stringMatching(stopped),
+    });
+    expect(JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '')).toMatchObject({
+      sha256: target.sha256,
+      delta: false,
+      downloadedBytes: bombBytes.length + target.size,
+    });
+  }, 180_000);
+
+  it("the runtime's zlib (Node 24): a frame asking a window larger than the promised file is refused before any byte", async () => {
+    // 1 MiB of zeros with a 1 GiB window and no content size: the decoder would reserve the window.
+    const wide = execFileSync('zstd', ['-q', '-c', '--zstd=wlog=30'], { input: Buffer.alloc(MB), maxBuffer: MB });
+    const update = await forgedUpdate(wide);
+    const stateDir = s.stateDir();
+    const { result: done, largest } = await largestRebuilt(stateDir, () =>
+      onNode24(stateDir, update, currentFile, { zstd: '/nonexistent/zstd' }),
+    );
+    s.proxy.rule = null;
+    expect(largest).toBe(0);
+    expect(done).toMatchObject({ delta: false, downloadedBytes: wide.length + target.size });
+    expect(done.deltaFailure).toMatch(/too much memory/);
+    expect(sha256(fs.readFileSync(done.file))).toBe(target.sha256);
   }, 120_000);
 });

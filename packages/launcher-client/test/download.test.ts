@@ -68,9 +68,9 @@ describe('downloads', () => {
     expect(resumedAt).toBeGreaterThan(0);
     expect(resumedAt).toBeLessThanOrEqual(half);
     expect(requests[1]?.headers['if-range']).toBe(`"${update.sha256}"`);
-    expect(done.file).toBe(path.join(stateDir, 'downloads', update.sha256!, 'dl-launcher-1.2'));
+    expect(done.file).toBe(path.join(stateDir, 'downloads', update.sha256!, 'dl-launcher-1.2.exe'));
     expect(fs.readFileSync(done.file).equals(content)).toBe(true);
-    expect(downloadsOf(stateDir).sort()).toEqual([update.sha256, path.join(update.sha256!, 'dl-launcher-1.2')]);
+    expect(downloadsOf(stateDir).sort()).toEqual([update.sha256, path.join(update.sha256!, 'dl-launcher-1.2.exe')]);
     expect(progress.at(-1)).toMatchObject({ bytes: SIZE, total: SIZE });
     expect(progress.every((p) => p.rate >= 0 && p.bytes <= SIZE)).toBe(true);
     // A second call finds the verified file and downloads nothing.

@@ -119,7 +119,7 @@ describe("the specification's client flow", () => {
       optional: { version: '1.2', versionCode: 2 },
       version: '1.2',
       versionCode: 2,
-      file: path.join(stateDir, 'downloads', p2.sha256, 'opt-launcher-patch-1.2'),
+      file: path.join(stateDir, 'downloads', p2.sha256, 'opt-launcher-patch-1.2.exe'),
       sha256: p2.sha256,
       downgrade: false,
       delta: false,
@@ -158,15 +158,15 @@ describe("the specification's client flow", () => {
       optional: null,
       version: '1.2',
       versionCode: 2,
-      file: path.join(stateDir, 'downloads', v2.sha256, 'force-launcher-1.2'),
+      file: path.join(stateDir, 'downloads', v2.sha256, 'force-launcher-1.2.exe'),
       sha256: v2.sha256,
       downgrade: false,
       delta: false,
       downloadedBytes: 2048,
     });
-    expect(fs.readFileSync(path.join(stateDir, 'downloads', v2.sha256, 'force-launcher-1.2')).equals(v2.content)).toBe(
-      true,
-    );
+    expect(
+      fs.readFileSync(path.join(stateDir, 'downloads', v2.sha256, 'force-launcher-1.2.exe')).equals(v2.content),
+    ).toBe(true);
   });
 
   it('--patch-version-code checks the patch package with its own code', async () => {
@@ -217,13 +217,13 @@ describe("the specification's client flow", () => {
       optional: null,
       version: '1.1',
       versionCode: 1,
-      file: path.join(stateDir, 'downloads', v1.sha256, 'rev-launcher-1.1'),
+      file: path.join(stateDir, 'downloads', v1.sha256, 'rev-launcher-1.1.exe'),
       sha256: v1.sha256,
       downgrade: true,
       delta: false,
       downloadedBytes: 2048,
     });
-    expect(downloadsOf(stateDir)).toContain(path.join(v1.sha256, 'rev-launcher-1.1'));
+    expect(downloadsOf(stateDir)).toContain(path.join(v1.sha256, 'rev-launcher-1.1.exe'));
   });
 });
 

@@ -98,11 +98,12 @@ describe('the install lifecycle', () => {
       'download-progress',
       'update-downloaded',
     ]);
-    expect(downloaded.servedName).toBe('acme-setup-2.sh');
+    // The extension of the signed latest.fileName (acme-setup-2.sh), from the start.
+    expect(downloaded.file).toBe(path.join(stateDir, 'downloads', installerSha, 'inst-launcher-2.0.sh'));
 
     const marker = path.join(stateDir, 'ran');
     const install = await m.installUpdate(downloaded, [marker, '--silent', 'two words']);
-    expect(install.installer).toBe(`${downloaded.file}.sh`);
+    expect(install).toMatchObject({ installer: downloaded.file, file: downloaded.file });
     expect(fs.statSync(install.installer).mode & 0o111).not.toBe(0);
     expect(await installerRan(marker)).toEqual(['--silent', 'two words']);
     expect(await m.pending()).toEqual({ install, patch: null });
@@ -135,12 +136,7 @@ describe('the install lifecycle', () => {
       pending: { install: null, patch: null },
     });
     expect(downloadsOf(stateDir).sort()).toEqual(
-      [
-        installerSha,
-        path.join(installerSha, 'inst-launcher-2.0'),
-        path.join(installerSha, 'inst-launcher-2.0.sh'),
-        `${'ef'.repeat(32)}.part`,
-      ].sort(),
+      [installerSha, path.join(installerSha, 'inst-launcher-2.0.sh'), `${'ef'.repeat(32)}.part`].sort(),
     );
     // Its version code is now the default of the flow; nothing to download is told as such.
     const after = await manager('inst', stateDir);
@@ -169,16 +165,16 @@ describe('the install lifecycle', () => {
     const marker = path.join(stateDir, 'ran');
     const run = await cli(updateArgs('inst', stateDir, 1, ['--install', '--', marker, '--lang', 'de']));
     expect(run.code, run.stderr).toBe(0);
-    const file = path.join(stateDir, 'downloads', installerSha, 'inst-launcher-2.0');
+    const file = path.join(stateDir, 'downloads', installerSha, 'inst-launcher-2.0.sh');
     expect(run.last).toMatchObject({
       result: 'mandatory',
       versionCode: 2,
       file,
-      install: { installer: `${file}.sh`, args: [marker, '--lang', 'de'] },
+      install: { installer: file, args: [marker, '--lang', 'de'] },
     });
     expect(await installerRan(marker)).toEqual(['--lang', 'de']);
     const pending = await cli(['pending', '--state', stateDir]);
-    expect(pending.last).toMatchObject({ install: { versionCode: 2, installer: `${file}.sh` }, patch: null });
+    expect(pending.last).toMatchObject({ install: { versionCode: 2, installer: file }, patch: null });
     const confirmed = await cli(updateArgs('inst', stateDir, 2));
     expect(confirmed.last).toEqual({ result: 'up-to-date', optional: null });
     expect((await cli(['pending', '--state', stateDir])).last).toEqual({ install: null, patch: null });

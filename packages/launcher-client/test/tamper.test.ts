@@ -307,6 +307,48 @@ describe('a wrong clock is not an attack', () => {
   });
 });
 
+describe("the installer's name: the extension of the signed fileName, never a header's", () => {
+  it('a Content-Disposition naming a .bat changes nothing: the file is an .exe from the start, and the command says so', async () => {
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/software/download')) return undefined;
+      const answer = await upstream();
+      const bat = `attachment; filename="setup-2.bat"; filename*=UTF-8''setup-2.bat`;
+      return { ...answer, headers: { ...answer.headers, 'content-disposition': bat } };
+    };
+    const stateDir = s.stateDir();
+    const m = manager({ stateDir });
+    const check = await m.checkForUpdates(1);
+    expect(check.update).toMatchObject({ versionCode: 2, fileName: 'setup-2.exe' });
+    const done = await m.downloadUpdate(check.update!);
+    expect(path.basename(done.file)).toBe('tam-launcher-1.2.exe');
+    const run = await cli(['update', '--app', 'tam', '--version-code', '1'], s.stateDir());
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '')).toMatchObject({
+      file: expect.stringMatching(/tam-launcher-1\.2\.exe$/),
+    });
+    expect(downloadsOf(stateDir).filter((f) => /\.bat$/i.test(f))).toEqual([]);
+  });
+
+  it('a fileName changed in the answer is refused (DigestError; with the digest made anew, SignatureError): nothing downloaded', async () => {
+    const rename = (body: Buffer) => Buffer.from(body.toString('utf8').replace('"setup-2.exe"', '"setup-2.bat"'));
+    tamperChecks((a) => ({ ...a, body: rename(a.body) }));
+    const from = s.proxy.seen.length;
+    await expect(manager().checkForUpdates(1)).rejects.toBeInstanceOf(DigestError);
+    tamperChecks((a) => {
+      const body = rename(a.body);
+      const { 'content-digest': digest } = signLikeTheService(
+        body,
+        generateKeyPairSync('ed25519').privateKey,
+        'x',
+        '/',
+      );
+      return { ...a, body, headers: { ...a.headers, 'content-digest': digest } };
+    });
+    await expect(manager().checkForUpdates(1)).rejects.toBeInstanceOf(SignatureError);
+    expect(downloads(from)).toEqual([]);
+  });
+});
+
 describe("signed answers bound to their request (TUF's rollback, mix-and-match, freeze)", () => {
   /** Records the service's answer to each check-update request, by `slug` and `versionCode`. */
   const recorded = new Map<string, Answer>();

@@ -114,6 +114,12 @@ export const CheckUpdateResponse = Type.Object({
     wowVersion: Text,
     createdAt: Text,
     sha256: NullableText,
+    fileName: Type.Optional(
+      Type.String({
+        description:
+          "the stored file's original name (as uploaded; else `slug-version`), which its extension is taken from; absent for an external link",
+      }),
+    ),
     forceUpdate: Type.Boolean(),
     delta: Type.Optional(
       Type.Object(

@@ -137,6 +137,7 @@ export class SoftwareService {
     const delta = found.deltas.get(latest.id)?.get(clientCode);
     const key = `software:answer:${latest.id}:${lang}:${decision.hasUpdate}:${decision.forceUpdate}:${decision.downgrade}:${baseUrl}:${delta?.fromVersionCode ?? ''}`;
     return this.ctx.cache.get(key, async () => {
+      const fileName = await this.storedFileName(latest);
       const answer: CheckUpdate = {
         hasUpdate: decision.hasUpdate,
         forceUpdate: decision.forceUpdate,
@@ -152,6 +153,7 @@ export class SoftwareService {
           wowVersion: CHANNEL,
           createdAt: latest.createdAt,
           sha256: latest.sha256,
+          ...(fileName !== null ? { fileName } : {}),
           forceUpdate: latest.forceUpdate === 1,
           ...(delta
             ? {
@@ -243,13 +245,18 @@ export class SoftwareService {
       if (!version.externalUrl) throw notFound('software version has no download link');
       return { type: 'url', url: version.externalUrl };
     }
-    if (version.filePath === '') throw notFound('software version has no file');
-    return {
-      type: 'local',
-      filePath: version.filePath,
-      fileName: await this.ctx.downloads.fileName(version.filePath, () => this.fileBaseName(version)),
-      sha256: version.sha256,
-    };
+    const fileName = await this.storedFileName(version);
+    if (fileName === null) throw notFound('software version has no file');
+    return { type: 'local', filePath: version.filePath, fileName, sha256: version.sha256 };
+  }
+
+  /**
+   * The name a version's stored file is downloaded under (and check-update names, signed): its
+   * uploaded name, else `slug-version`; null for an external link or no file.
+   */
+  private async storedFileName(version: VersionRow): Promise<string | null> {
+    if (version.downloadType === 'url' || version.filePath === '') return null;
+    return this.ctx.downloads.fileName(version.filePath, () => this.fileBaseName(version));
   }
 
   /** `slug-version`: the download name of a file uploaded without a name. */
