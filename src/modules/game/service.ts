@@ -140,9 +140,10 @@ export class GameService {
     return (await this.builds()).filter((b) => isPublished(b.publishAt, at)).map((b) => toPublicBuild(b, lang));
   }
 
-  /** Every build, scheduled ones included (administrators). */
+  /** Every build, scheduled ones included, with its current download count (administrators: not cached). */
   async adminList(lang: Lang): Promise<Build[]> {
-    return (await this.builds()).map((b) => toBuild(b, lang));
+    const rows = await this.db.selectFrom('gameBuilds').select(SUMMARY_COLUMNS).orderBy('buildCode', 'desc').execute();
+    return rows.map((b) => toBuild(b, lang));
   }
 
   /** A published build's manifest (404 while scheduled or unknown); the caller answers 410 when revoked. */
