@@ -112,19 +112,22 @@ try {
   console.log(`${totalMb} MiB: ${names.length} chunks of 1 MiB in ${FILES} files, and one file of the same bytes`);
 
   const four = new http.Agent({ keepAlive: true, maxSockets: 4 });
-  const chunkRate = await measure('chunks over 4 keep-alive connections', bytes, async () => {
+  /** Every chunk of the build, checked against its name, by `readers` readers sharing `agent`. */
+  const readChunks = (agent: http.Agent, readers: number) => async () => {
     let next = 0;
     const worker = async () => {
       for (let i = next++; i < names.length; i = next++) {
         const name = names[i] as string;
-        if ((await hashOf(`${server.url}/api/game/chunks/${name}`, four)) !== name) {
+        if ((await hashOf(`${server.url}/api/game/chunks/${name}`, agent)) !== name) {
           throw new Error(`chunk ${name} does not match its name`);
         }
       }
     };
-    await Promise.all([worker(), worker(), worker(), worker()]);
-  });
+    await Promise.all(Array.from({ length: readers }, worker));
+  };
+  const chunkRate = await measure('chunks over 4 keep-alive connections', bytes, readChunks(four, 4));
   const one = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  await measure('chunks over 1 keep-alive connection', bytes, readChunks(one, 1));
   const fileRate = await measure('one file over one connection', bytes, async () => {
     if ((await hashOf(`${server.url}${filePath}`, one)) !== wholeSha) throw new Error('the file does not match');
   });
