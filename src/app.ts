@@ -39,6 +39,8 @@ import { FileService } from './modules/files/service.js';
 import { StoredUploadSweep } from './modules/files/sweep.js';
 import { ReleaseFingerprints } from './modules/addons/fingerprints.js';
 import { installIdempotency } from './modules/idempotency/plugin.js';
+import { GameChunks } from './modules/game/chunks.js';
+import { gameRoutes } from './modules/game/routes.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
@@ -89,9 +91,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const db = database.db;
-  const metrics = config.metrics ? new Metrics({ database, devicesOnline: () => ctx.devices.countOnline() }) : null;
+  const metrics = config.metrics
+    ? new Metrics({
+        database,
+        devicesOnline: () => ctx.devices.countOnline(),
+        gameStore: () => ctx.gameChunks.figures(),
+      })
+    : null;
   const readiness = new Readiness();
   const files = new FileService(db, storage, metrics?.uploaded);
+  const gameChunks = new GameChunks(db, storage, metrics?.gameChunksSwept);
   const cache = new ContentCache(db, config.cacheCheckMs, metrics?.cacheLookup);
   const signer = new Signer(db, cache, {
     keyFile: config.signingKeyFile,
@@ -120,8 +129,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       files,
       config.uploadExpiryHours * 3600_000,
       metrics?.storedUploadsSwept,
+      undefined,
+      (before) => gameChunks.sweep(before),
     ),
     fingerprints: new ReleaseFingerprints(db, storage, server.log),
+    gameChunks,
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -153,7 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installBodyDeadline(server, config.timeouts.body);
   installInputChecks(server);
   installAudit(server, db);
-  installIdempotency(server, db, ['/api/software/:id/versions', '/api/releases']);
+  installIdempotency(server, db, ['/api/software/:id/versions', '/api/releases', '/api/admin/game/builds']);
   server.decorateRequest('admin', null);
   await server.register(cookie);
   const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());
@@ -204,6 +216,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(auditRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
+  await server.register(gameRoutes(ctx));
   await server.register(signingRoutes(ctx));
   await server.register(addonRoutes(ctx));
   await server.register(contentRoutes(ctx));

@@ -11,6 +11,7 @@ import type { ResumableUploads } from './modules/files/resumable.js';
 import type { StoredUploadSweep } from './modules/files/sweep.js';
 import type { ReleaseFingerprints } from './modules/addons/fingerprints.js';
 import type { FileService } from './modules/files/service.js';
+import type { GameChunks } from './modules/game/chunks.js';
 import type { SharedLimits } from './http/shared-limits.js';
 import type { Signer } from './modules/signing/signer.js';
 import type { Storage } from './storage/storage.js';
@@ -34,6 +35,8 @@ export interface AppContext {
   /** Addon release folders' fingerprints; its job for releases without them is started by the server. */
   readonly fingerprints: ReleaseFingerprints;
   readonly downloads: DownloadService;
+  /** The game client's stored chunks (swept with the stored uploads). */
+  readonly gameChunks: GameChunks;
   readonly limits: SharedLimits;
   readonly housekeeping: DeviceHousekeeping;
   readonly devices: DeviceService;
