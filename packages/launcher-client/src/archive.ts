@@ -92,7 +92,9 @@ interface CheckedEntry {
 /** Refuses an entry that is not a plain file or folder with a safe name, answering its parts. */
 function checkEntry(entry: yauzl.Entry): CheckedEntry {
   const name = entry.fileName;
-  const refuse = (why: string) => new ArchiveError(`archive entry ${JSON.stringify(name)}: ${why}`);
+  // A name too long is shown by its start.
+  const shown = JSON.stringify(name.length > 100 ? `${name.slice(0, 100)}…` : name);
+  const refuse = (why: string) => new ArchiveError(`archive entry ${shown}: ${why}`);
   const folder = name.endsWith('/');
   if (Buffer.byteLength(name) > MAX_PATH_BYTES) throw refuse(`is a path longer than ${MAX_PATH_BYTES} bytes`);
   const segments = (folder ? name.slice(0, -1) : name).split('/');
@@ -155,8 +157,7 @@ function checkNames(entries: readonly CheckedEntry[]): void {
   }
 }
 
-/** Signatures of the zip format's records (APPNOTE 4.3). */
-const LOCAL_HEADER = 0x04034b50;
+/** Signatures of the zip format's records, and the ZIP64 extra field's id (APPNOTE 4.3, 4.5.3). */
 const DATA_DESCRIPTOR = 0x08074b50;
 const END = 0x06054b50;
 const ZIP64_LOCATOR = 0x07064b50;
@@ -282,14 +283,16 @@ async function checkLayout(zip: yauzl.ZipFile, zipFile: string, entries: readonl
       (sum, e) => sum + CENTRAL_HEADER_BYTES + e.fileNameLength + e.extraFieldLength + e.fileCommentLength,
       0,
     );
-    if (
-      end.entriesOnDisk !== entries.length ||
-      end.directoryBytes !== directoryBytes ||
-      end.directoryOffset + end.directoryBytes !== end.at
-    ) {
+    if (end.entriesOnDisk !== end.entries) {
+      throw new ArchiveError(`the end record counts ${end.entries} entries, and ${end.entriesOnDisk} on its one disk`);
+    }
+    if (end.directoryBytes !== directoryBytes) {
       throw new ArchiveError(
-        `the end record counts ${end.entries} entries in ${end.directoryBytes} bytes (${end.entriesOnDisk} on this disk); the central directory holds ${entries.length} in ${directoryBytes}, and ends ${end.at - end.directoryOffset - directoryBytes} bytes before the end record`,
+        `the end record counts ${end.entries} entries in a central directory of ${end.directoryBytes} bytes; they take ${directoryBytes} (entries it does not count?)`,
       );
+    }
+    if (end.directoryOffset + end.directoryBytes !== end.at) {
+      throw new ArchiveError('the central directory does not end where the end record begins');
     }
     const records: LocalRecord[] = [];
     for (const entry of entries) records.push(await localRecord(zip, file, entry));

@@ -35,6 +35,8 @@ export interface RawEntry {
 export interface ZipOptions {
   /** The entries the end record counts (default: those the central directory lists). */
   readonly endCount?: number;
+  /** The entries it counts on this disk (default: `endCount`). */
+  readonly endDiskCount?: number;
 }
 
 interface BuiltEntry {
@@ -130,7 +132,7 @@ export function zip(entries: readonly RawEntry[], options: ZipOptions = {}): Buf
   const count = options.endCount ?? centrals.length / 2;
   const end = Buffer.alloc(22);
   end.writeUInt32LE(0x06054b50, 0);
-  end.writeUInt16LE(count, 8);
+  end.writeUInt16LE(options.endDiskCount ?? count, 8);
   end.writeUInt16LE(count, 10);
   end.writeUInt32LE(directory.length, 12);
   end.writeUInt32LE(offset, 16);

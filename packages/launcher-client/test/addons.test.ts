@@ -322,6 +322,8 @@ describe('dependencies', () => {
 describe('safe extraction: a hostile archive is refused, Interface/AddOns exactly as it was', () => {
   const ok: RawEntry = { name: 'Fine/fine.lua', data: 'fine' };
   const ok2: RawEntry = { name: 'Fine/fine2.lua', data: 'fine' };
+  const withGapBeforeEnd = (archive: Buffer) =>
+    Buffer.concat([archive.subarray(0, -22), Buffer.alloc(46), archive.subarray(-22)]);
   const cases: [string, RawEntry[] | Buffer, Partial<ArchiveLimits>?][] = [
     ['a .. segment', [ok, { name: 'Fine/../../evil.lua', data: 'x' }]],
     ['an absolute path', [ok, { name: '/tmp/evil.lua', data: 'x' }]],
@@ -358,6 +360,8 @@ describe('safe extraction: a hostile archive is refused, Interface/AddOns exactl
     ],
     ['a local header naming another file', [ok, { name: 'Fine/a.lua', localName: 'Fine/../../evil.lua', data: 'x' }]],
     ['an end record hiding an entry', zip([ok, { name: 'Fine/hidden.lua', data: 'x' }], { endCount: 1 })],
+    ['an end record whose two counts disagree', zip([ok, ok2], { endDiskCount: 1 })],
+    ['bytes between the central directory and the end record', withGapBeforeEnd(zip([ok, ok2]))],
     [
       'a local entry the central directory does not list',
       [ok, { name: 'Fine/unlisted.lua', data: 'x', unlisted: true }],
