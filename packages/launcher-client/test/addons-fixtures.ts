@@ -37,6 +37,8 @@ export interface ZipOptions {
   readonly endCount?: number;
   /** The entries it counts on this disk (default: `endCount`). */
   readonly endDiskCount?: number;
+  /** A ZIP64 end record and its locator before the end record; they count the entries listed (`endCount` is the end record's). */
+  readonly zip64End?: boolean;
 }
 
 interface BuiltEntry {
@@ -129,14 +131,29 @@ export function zip(entries: readonly RawEntry[], options: ZipOptions = {}): Buf
     centrals.push(central, built[i]!.name);
   });
   const directory = Buffer.concat(centrals);
-  const count = options.endCount ?? centrals.length / 2;
+  const listed = centrals.length / 2;
+  const count = options.endCount ?? listed;
+  const zip64 = Buffer.alloc(options.zip64End === true ? 56 + 20 : 0);
+  if (zip64.length > 0) {
+    zip64.writeUInt32LE(0x06064b50, 0);
+    zip64.writeBigUInt64LE(44n, 4);
+    zip64.writeUInt16LE(45, 12);
+    zip64.writeUInt16LE(45, 14);
+    zip64.writeBigUInt64LE(BigInt(listed), 24);
+    zip64.writeBigUInt64LE(BigInt(listed), 32);
+    zip64.writeBigUInt64LE(BigInt(directory.length), 40);
+    zip64.writeBigUInt64LE(BigInt(offset), 48);
+    zip64.writeUInt32LE(0x07064b50, 56);
+    zip64.writeBigUInt64LE(BigInt(offset + directory.length), 64);
+    zip64.writeUInt32LE(1, 72);
+  }
   const end = Buffer.alloc(22);
   end.writeUInt32LE(0x06054b50, 0);
   end.writeUInt16LE(options.endDiskCount ?? count, 8);
   end.writeUInt16LE(count, 10);
   end.writeUInt32LE(directory.length, 12);
   end.writeUInt32LE(offset, 16);
-  return Buffer.concat([...locals, directory, end]);
+  return Buffer.concat([...locals, directory, zip64, end]);
 }
 
 /** An ordinary addon archive: `folder/<folder>.toc` and `folder/core.lua` per folder, tagged with `tag`. */

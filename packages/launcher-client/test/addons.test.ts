@@ -361,6 +361,7 @@ describe('safe extraction: a hostile archive is refused, Interface/AddOns exactl
     ['a local header naming another file', [ok, { name: 'Fine/a.lua', localName: 'Fine/../../evil.lua', data: 'x' }]],
     ['an end record hiding an entry', zip([ok, { name: 'Fine/hidden.lua', data: 'x' }], { endCount: 1 })],
     ['an end record whose two counts disagree', zip([ok, ok2], { endDiskCount: 1 })],
+    ['an end record and a ZIP64 end record that disagree', zip([ok, ok2], { zip64End: true, endCount: 1 })],
     ['bytes between the central directory and the end record', withGapBeforeEnd(zip([ok, ok2]))],
     [
       'a local entry the central directory does not list',
@@ -399,22 +400,25 @@ describe('safe extraction: a hostile archive is refused, Interface/AddOns exactl
     },
   );
 
-  it('genuine layouts are installed: data descriptors, names that only look alike, long names within the bounds', async () => {
+  it('genuine layouts are installed: data descriptors, a ZIP64 end record, names that only look alike, long names within the bounds', async () => {
     const long = `${'n'.repeat(251)}.lua`;
     const deep = `${'Deep/'.repeat(100)}d.lua`;
     await publishAddon(
       s.t,
       'layouts',
       '1.0',
-      zip([
-        { name: 'Layouts/' },
-        { name: 'Layouts/signed.lua', data: 'signed', descriptor: 'signed' },
-        { name: 'Layouts/unsigned.lua', data: 'unsigned', descriptor: 'unsigned', method: 0 },
-        { name: 'Layouts/e.lua', data: 'e' },
-        { name: 'Layouts/\u00e9.lua', data: 'é' },
-        { name: `Layouts/${long}`, data: 'long' },
-        { name: deep, data: 'deep' },
-      ]),
+      zip(
+        [
+          { name: 'Layouts/' },
+          { name: 'Layouts/signed.lua', data: 'signed', descriptor: 'signed' },
+          { name: 'Layouts/unsigned.lua', data: 'unsigned', descriptor: 'unsigned', method: 0 },
+          { name: 'Layouts/e.lua', data: 'e' },
+          { name: 'Layouts/\u00e9.lua', data: 'é' },
+          { name: `Layouts/${long}`, data: 'long' },
+          { name: deep, data: 'deep' },
+        ],
+        { zip64End: true },
+      ),
     );
     const x = await setup();
     expect(await x.manager.install(['layouts'])).toEqual([
