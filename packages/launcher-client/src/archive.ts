@@ -310,7 +310,10 @@ async function checkLayout(zip: yauzl.ZipFile, zipFile: string, entries: readonl
       covered = record.end;
       previous = record;
     }
-    if (covered !== end.directoryOffset) {
+    if (covered > end.directoryOffset) {
+      throw new ArchiveError(`archive entry ${JSON.stringify(previous?.name)} overlaps the central directory`);
+    }
+    if (covered < end.directoryOffset) {
       throw new ArchiveError(`bytes ${covered} to ${end.directoryOffset} of the archive belong to no entry`);
     }
   } finally {

@@ -17,6 +17,8 @@ export interface RawEntry {
   readonly declaredSize?: number;
   /** A Unix mode (file type and permissions): the entry is then marked as made on Unix. */
   readonly unixMode?: number;
+  /** The compressed size written in the headers (default: the real one). */
+  readonly storedSize?: number;
   /** The CRC-32 written in the headers (default: the real one). */
   readonly crc?: number;
   /** The name its local header gives (default: `name`). */
@@ -58,6 +60,7 @@ function buildEntry(entry: RawEntry, data: Buffer, ownLength: number): BuiltEntr
   const stored = method === 8 ? zlib.deflateRawSync(data) : data;
   const crc = entry.crc ?? zlib.crc32(data);
   const size = entry.declaredSize ?? data.length;
+  const storedSize = entry.storedSize ?? stored.length;
   const flags = 0x0800 | (entry.descriptor === undefined ? 0 : 0x0008);
   const local = Buffer.alloc(30);
   local.writeUInt32LE(0x04034b50, 0);
@@ -67,7 +70,7 @@ function buildEntry(entry: RawEntry, data: Buffer, ownLength: number): BuiltEntr
   local.writeUInt16LE(0x21, 12);
   if (entry.descriptor === undefined) {
     local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(stored.length, 18);
+    local.writeUInt32LE(storedSize, 18);
     local.writeUInt32LE(size, 22);
   }
   local.writeUInt16LE(localName.length, 26);
@@ -76,7 +79,7 @@ function buildEntry(entry: RawEntry, data: Buffer, ownLength: number): BuiltEntr
     const at = entry.descriptor === 'signed' ? 4 : 0;
     if (at === 4) descriptor.writeUInt32LE(0x08074b50, 0);
     descriptor.writeUInt32LE(crc, at);
-    descriptor.writeUInt32LE(stored.length, at + 4);
+    descriptor.writeUInt32LE(storedSize, at + 4);
     descriptor.writeUInt32LE(size, at + 8);
   }
   const central = Buffer.alloc(46);
@@ -87,7 +90,7 @@ function buildEntry(entry: RawEntry, data: Buffer, ownLength: number): BuiltEntr
   central.writeUInt16LE(method, 10);
   central.writeUInt16LE(0x21, 14);
   central.writeUInt32LE(crc, 16);
-  central.writeUInt32LE(stored.length, 20);
+  central.writeUInt32LE(storedSize, 20);
   central.writeUInt32LE(size, 24);
   central.writeUInt16LE(name.length, 28);
   central.writeUInt32LE(((entry.unixMode ?? 0) << 16) >>> 0, 38);

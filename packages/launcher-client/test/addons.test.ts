@@ -359,6 +359,10 @@ describe('safe extraction: a hostile archive is refused, Interface/AddOns exactl
       [ok, { name: 'Fine/outer.lua', data: 'x', method: 0 }, { name: 'Fine/inner.lua', data: 'y', inside: true }],
     ],
     ['a local header naming another file', [ok, { name: 'Fine/a.lua', localName: 'Fine/../../evil.lua', data: 'x' }]],
+    [
+      'an entry running into the central directory',
+      [ok, { name: 'Fine/long.lua', data: 'long', method: 0, declaredSize: 40, storedSize: 40 }],
+    ],
     ['an end record hiding an entry', zip([ok, { name: 'Fine/hidden.lua', data: 'x' }], { endCount: 1 })],
     ['an end record whose two counts disagree', zip([ok, ok2], { endDiskCount: 1 })],
     ['an end record and a ZIP64 end record that disagree', zip([ok, ok2], { zip64End: true, endCount: 1 })],
