@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive } from './archive.js';
+import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive, foldName } from './archive.js';
 import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from './client.js';
 import type { Progress } from './download.js';
 import {
@@ -104,7 +104,8 @@ export function compareVersions(a: string, b: string): number {
   return versions.compare(a, b);
 }
 
-const sameName = (a: string, b: string) => a.normalize('NFC').toLowerCase() === b.normalize('NFC').toLowerCase();
+/** Whether two folder names are one on a case-insensitive file system. */
+const sameName = (a: string, b: string) => foldName(a) === foldName(b);
 
 async function exists(file: string): Promise<boolean> {
   try {
@@ -350,8 +351,11 @@ export class AddonManager {
       };
     } catch (err) {
       await this.rollback({ slug, work, phase: 'staging', moveAside: [], moveIn: [], before, after: null });
-      // A refused archive is deleted from the downloads (a cut-off extraction keeps it for the next try).
-      if (err instanceof ArchiveError) await fs.promises.rm(path.dirname(zip), { recursive: true, force: true });
+      // A refused archive (by its content, or for a folder another addon has) is deleted from the
+      // downloads; a cut-off extraction, or a failure of this machine, keeps it for the next try.
+      if (err instanceof ArchiveError || err instanceof ConflictError) {
+        await fs.promises.rm(path.dirname(zip), { recursive: true, force: true });
+      }
       throw err;
     }
     await this.swap({ slug, work, phase: 'swapping', moveAside, moveIn: after.folders, before, after }, options);

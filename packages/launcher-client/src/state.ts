@@ -1,7 +1,8 @@
 /**
  * The client's state folder: the device id, the keys adopted through endorsement, the newest accepted
- * answer per URL (replay protection) and the downloads. Every file is replaced atomically (written
- * beside, then renamed), so a crash never leaves half a file.
+ * answer's `created` (replay protection), the install lifecycle, the addon manifests and the
+ * downloads. Every file is replaced atomically (written beside, then renamed), so a crash never
+ * leaves half a file.
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';

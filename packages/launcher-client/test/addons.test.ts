@@ -141,6 +141,8 @@ describe('install, list, remove', () => {
     expect(err).toBeInstanceOf(ConflictError);
     expect((err as Error).message).toMatch(/owner-b and owner-a both claim the folder Interface\/AddOns\/Shared/);
     expect(tree(x.addons)).toEqual(before);
+    // Refused: its archive is not kept in the downloads.
+    expect(fs.readdirSync(path.join(x.state, 'downloads'))).toEqual([]);
     const cliConflict = await cli(['install', 'owner-b', ...online(x)]);
     expect(cliConflict.code).toBe(1);
     expect(JSON.parse(cliConflict.stderr.trim())).toMatchObject({ kind: 'conflict' });
@@ -319,7 +321,10 @@ describe('dependencies', () => {
 
 describe('safe extraction: a hostile archive is refused, Interface/AddOns exactly as it was', () => {
   const ok: RawEntry = { name: 'Fine/fine.lua', data: 'fine' };
-  const cases: [string, RawEntry[], Partial<ArchiveLimits>?][] = [
+  const ok2: RawEntry = { name: 'Fine/fine2.lua', data: 'fine' };
+  const withGapBeforeEnd = (archive: Buffer) =>
+    Buffer.concat([archive.subarray(0, -22), Buffer.alloc(46), archive.subarray(-22)]);
+  const cases: [string, RawEntry[] | Buffer, Partial<ArchiveLimits>?][] = [
     ['a .. segment', [ok, { name: 'Fine/../../evil.lua', data: 'x' }]],
     ['an absolute path', [ok, { name: '/tmp/evil.lua', data: 'x' }]],
     ['a drive letter', [ok, { name: 'C:/evil.lua', data: 'x' }]],
@@ -330,6 +335,45 @@ describe('safe extraction: a hostile archive is refused, Interface/AddOns exactl
     ['a FIFO', [ok, { name: 'Fine/pipe', unixMode: 0o010644 }]],
     ['an entry at the root', [ok, { name: 'evil.lua', data: 'x' }]],
     ['two entries differing only by case', [ok, { name: 'fine/FINE.lua', data: 'x' }]],
+    [
+      'two folders differing only by case',
+      [ok, { name: 'Hostile/a.lua', data: 'x' }, { name: 'hostile/b.lua', data: 'x' }],
+    ],
+    [
+      'two names one by Unicode case folding (ſ, s)',
+      [ok, { name: 'Fine/ſ.lua', data: 'x' }, { name: 'Fine/s.lua', data: 'x' }],
+    ],
+    [
+      'two names one by case folding (ß, SS)',
+      [ok, { name: 'Fine/ß.lua', data: 'x' }, { name: 'Fine/SS.lua', data: 'x' }],
+    ],
+    [
+      'two folders one after NFC (é, e + U+0301)',
+      [ok, { name: 'Caf\u00e9/a.lua', data: 'x' }, { name: 'Cafe\u0301/b.lua', data: 'x' }],
+    ],
+    ['a file where a folder entry is', [ok, { name: 'Fine/sub/' }, { name: 'Fine/SUB', data: 'x' }]],
+    ['a 300-character name', [ok, { name: `Fine/${'n'.repeat(296)}.lua`, data: 'x' }]],
+    ['a 2,100-level path', [ok, { name: `${'Fine/'.repeat(2100)}deep.lua`, data: 'x' }]],
+    [
+      'overlapping entries (one inside the data of another)',
+      [ok, { name: 'Fine/outer.lua', data: 'x', method: 0 }, { name: 'Fine/inner.lua', data: 'y', inside: true }],
+    ],
+    ['a local header naming another file', [ok, { name: 'Fine/a.lua', localName: 'Fine/../../evil.lua', data: 'x' }]],
+    [
+      'an entry running into the central directory',
+      [ok, { name: 'Fine/long.lua', data: 'long', method: 0, declaredSize: 40, storedSize: 40 }],
+    ],
+    ['an end record hiding an entry', zip([ok, { name: 'Fine/hidden.lua', data: 'x' }], { endCount: 1 })],
+    ['an end record whose two counts disagree', zip([ok, ok2], { endDiskCount: 1 })],
+    ['an end record and a ZIP64 end record that disagree', zip([ok, ok2], { zip64End: true, endCount: 1 })],
+    ['bytes between the central directory and the end record', withGapBeforeEnd(zip([ok, ok2]))],
+    [
+      'a local entry the central directory does not list',
+      [ok, { name: 'Fine/unlisted.lua', data: 'x', unlisted: true }],
+    ],
+    ['a data descriptor that is not there', [ok, { name: 'Fine/a.lua', data: 'x', descriptor: 'missing' }, ok2]],
+    ['a wrong CRC-32', [ok, { name: 'Fine/a.lua', data: 'x', crc: 0x12345678 }]],
+    ['a wrong CRC-32 of a stored entry', [ok, { name: 'Fine/a.lua', data: 'abc', method: 0, crc: 0x12345678 }]],
     ['a file where a folder is needed', [ok, { name: 'Fine/fine.lua/x.lua', data: 'x' }]],
     [
       'more entries than the bound',
@@ -347,17 +391,52 @@ describe('safe extraction: a hostile archive is refused, Interface/AddOns exactl
   it.each(cases.map(([why, entries, limits], i) => ({ why, entries, limits: limits ?? {}, slug: `hostile-${i}` })))(
     '$why',
     async ({ entries, limits, slug }) => {
-      await publishAddon(s.t, slug, '1.0', zip(entries));
+      await publishAddon(s.t, slug, '1.0', Buffer.isBuffer(entries) ? entries : zip(entries));
       const x = await setup(limits);
       const before = tree(x.game);
       const err = await x.manager.install([slug]).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ArchiveError);
+      expect((err as ArchiveError).kind).toBe('archive');
       expect(tree(x.game)).toEqual(before);
       expect(fs.existsSync(path.join(x.state, 'addons-operation.json'))).toBe(false);
       expect(fs.readdirSync(path.join(x.state, 'downloads'))).toEqual([]);
       expect(await x.manager.list()).toEqual([]);
     },
   );
+
+  it('genuine layouts are installed: data descriptors, a ZIP64 end record, names that only look alike, long names within the bounds', async () => {
+    const long = `${'n'.repeat(251)}.lua`;
+    const deep = `${'Deep/'.repeat(100)}d.lua`;
+    await publishAddon(
+      s.t,
+      'layouts',
+      '1.0',
+      zip(
+        [
+          { name: 'Layouts/' },
+          { name: 'Layouts/signed.lua', data: 'signed', descriptor: 'signed' },
+          { name: 'Layouts/unsigned.lua', data: 'unsigned', descriptor: 'unsigned', method: 0 },
+          { name: 'Layouts/e.lua', data: 'e' },
+          { name: 'Layouts/\u00e9.lua', data: 'é' },
+          { name: `Layouts/${long}`, data: 'long' },
+          { name: deep, data: 'deep' },
+        ],
+        { zip64End: true },
+      ),
+    );
+    const x = await setup();
+    expect(await x.manager.install(['layouts'])).toEqual([
+      { slug: 'layouts', version: '1.0', folders: ['Deep', 'Layouts'] },
+    ]);
+    expect(tree(path.join(x.addons, 'Layouts'))).toEqual({
+      'e.lua': 'e',
+      'signed.lua': 'signed',
+      'unsigned.lua': 'unsigned',
+      '\u00e9.lua': 'é',
+      [long]: 'long',
+    });
+    expect(fs.readFileSync(path.join(x.addons, ...deep.split('/')), 'utf8')).toBe('deep');
+  });
 
   it('the command exits 2 with kind archive', async () => {
     await publishAddon(s.t, 'hostile-cli', '1.0', zip([{ name: 'Fine/../../../evil.lua', data: 'x' }]));
