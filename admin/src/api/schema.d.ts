@@ -5179,6 +5179,17 @@ export interface paths {
                         };
                     };
                 };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
             };
         };
         delete?: never;
@@ -5886,6 +5897,17 @@ export interface paths {
                 };
                 /** @description every failure */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -14,7 +14,18 @@ import {
   releaseTrustedComment,
   versionTrustedComment,
 } from 'patchwell-client/minisign';
-import { type Addon, Api, ApiError, type Me, type Package, type Release, tokenFrom, type Version } from './api.js';
+import {
+  type Addon,
+  Api,
+  ApiError,
+  type Me,
+  type Package,
+  type Release,
+  REQUEST_TIMEOUT_MS,
+  RETRY_DELAYS_MS,
+  tokenFrom,
+  type Version,
+} from './api.js';
 import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
@@ -36,6 +47,10 @@ export interface Command {
 
 const server: OptionSpecs = {
   server: { value: 'URL', help: 'the service, e.g. https://dist.example.com', required: true },
+  timeout: {
+    value: 'S',
+    help: `give up on a request that gets no answer for S seconds, then retry it (default ${REQUEST_TIMEOUT_MS / 1000})`,
+  },
 };
 
 /** Options of the commands that upload a build. */
@@ -127,9 +142,27 @@ const versionId: OptionSpecs = {
   'version-id': { value: 'ID', help: 'the launcher version', required: true },
 };
 
-function apiFor(options: ParsedOptions, context: Context): Api {
-  return new Api(options.require('server'), tokenFrom(context.env), (line) => context.progress.write(line + '\n'));
-}
+/**
+ * A command's run function on an `Api` for `--server`, whose connections are closed when it is done
+ * (a connection kept alive would hold the process until the service's idle timeout).
+ */
+const withApi =
+  (run: (api: Api, options: ParsedOptions, context: Context) => Promise<unknown>) =>
+  async (options: ParsedOptions, context: Context): Promise<unknown> => {
+    const timeoutS = integerOption(options, 'timeout', 1, 86_400);
+    const api = new Api(
+      options.require('server'),
+      tokenFrom(context.env),
+      (line) => context.progress.write(line + '\n'),
+      RETRY_DELAYS_MS,
+      timeoutS === undefined ? REQUEST_TIMEOUT_MS : timeoutS * 1000,
+    );
+    try {
+      return await run(api, options, context);
+    } finally {
+      api.close();
+    }
+  };
 
 /** Roles that may publish versions and releases (the service's own rule): checked before uploading. */
 const PUBLISHING_ROLES: readonly string[] = ['owner', 'publisher'];
@@ -197,7 +230,8 @@ function sameFile<T extends { sha256: string | null }>(existing: T, file: LocalF
 /**
  * Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. A 422
  * from the creation is a concurrent run of this build (its own upload, so another body under the same
- * Idempotency-Key) that made the entry first: `made` looks it up.
+ * Idempotency-Key) that made the entry first, a 409 a concurrent run that took the versionCode:
+ * `made` looks it up (a conflict when it holds another file).
  */
 async function publishFile<T>(
   api: Api,
@@ -213,7 +247,8 @@ async function publishFile<T>(
   const stored = await uploadFile(api, file, { state, progress, chunkBytes });
   progress.done();
   const created = await create(stored.filePath).catch(async (err: unknown) => {
-    const existing = err instanceof ApiError && err.status === 422 ? await made() : undefined;
+    const raced = err instanceof ApiError && (err.status === 422 || err.status === 409);
+    const existing = raced ? await made() : undefined;
     if (existing === undefined) throw err;
     return existing;
   });
@@ -221,8 +256,7 @@ async function publishFile<T>(
   return created;
 }
 
-async function publishVersion(options: ParsedOptions, context: Context): Promise<unknown> {
-  const api = apiFor(options, context);
+async function publishVersion(api: Api, options: ParsedOptions, context: Context): Promise<unknown> {
   const slug = options.require('package');
   const version = options.require('version');
   const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
@@ -233,7 +267,10 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const pkgPath = `/api/admin/software/${encodeURIComponent(slug)}`;
   const pkg = await api.json<Package>('GET', pkgPath).catch(async (err: unknown) => {
     if (!(err instanceof ApiError && err.status === 404 && options.flag('create-package'))) throw err;
-    await api.json('POST', '/api/software', { slug, ...packageFields(options) });
+    // A concurrent first run may create it first (409): the package with this slug is used either way.
+    await api.json('POST', '/api/software', { slug, ...packageFields(options) }).catch((failure: unknown) => {
+      if (!(failure instanceof ApiError && failure.status === 409)) throw failure;
+    });
     return api.json<Package>('GET', pkgPath);
   });
   /** The stored version of this versionCode when it holds this file and version (a rerun), else a conflict. */
@@ -290,8 +327,7 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   );
 }
 
-async function publishRelease(options: ParsedOptions, context: Context): Promise<unknown> {
-  const api = apiFor(options, context);
+async function publishRelease(api: Api, options: ParsedOptions, context: Context): Promise<unknown> {
   const slug = options.require('addon');
   const version = options.require('version');
   const requires = (options.get('requires') ?? '')
@@ -345,11 +381,11 @@ function versionPath(options: ParsedOptions): string {
   return `/api/software/versions/${encodeURIComponent(options.require('version-id'))}`;
 }
 
-const setRollout = (percent: (options: ParsedOptions) => number) => (options: ParsedOptions, context: Context) =>
-  apiFor(options, context).json<Version>('PUT', versionPath(options), { rolloutPercent: percent(options) });
+const setRollout = (percent: (options: ParsedOptions) => number) =>
+  withApi((api, options) => api.json<Version>('PUT', versionPath(options), { rolloutPercent: percent(options) }));
 
-const setRevoked = (action: 'revoke' | 'unrevoke') => (options: ParsedOptions, context: Context) =>
-  apiFor(options, context).json<Version>('POST', `${versionPath(options)}/${action}`);
+const setRevoked = (action: 'revoke' | 'unrevoke') =>
+  withApi((api, options) => api.json<Version>('POST', `${versionPath(options)}/${action}`));
 
 export const commands: Record<string, Command> = {
   keygen: {
@@ -388,7 +424,7 @@ export const commands: Record<string, Command> = {
         help: 'publish at this time (ISO 8601 with its offset, e.g. 2030-01-01T08:00:00Z)',
       },
     },
-    run: publishVersion,
+    run: withApi(publishVersion),
   },
   release: {
     summary: 'upload an addon build (resumable) and create its release; rerunning is safe',
@@ -400,7 +436,7 @@ export const commands: Record<string, Command> = {
       ...changelog,
       requires: { value: 'SLUG,...', help: 'addons this release requires' },
     },
-    run: publishRelease,
+    run: withApi(publishRelease),
   },
   rollout: {
     summary: "set a version's rollout percentage",

@@ -1095,6 +1095,17 @@ export interface paths {
                         };
                     };
                 };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
             };
         };
         delete?: never;
@@ -1239,6 +1250,17 @@ export interface paths {
                 };
                 /** @description every failure */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
