@@ -17,6 +17,8 @@ const CLIENT_PATHS = [
   '/api/addons/updates',
   '/api/releases/by-hash/{sha256}',
   '/api/addons/{idOrSlug}',
+  '/api/game/check-update',
+  '/api/game/builds/{buildCode}/manifest',
 ];
 
 /** The text `packages/launcher-client/src/api.ts` must have for the service as it is now. */

@@ -22,6 +22,9 @@ const PUBLISH_PATHS = [
   '/api/software/versions/{versionId}/unrevoke',
   '/api/admin/addons/{idOrSlug}',
   '/api/releases',
+  '/api/admin/game/chunks/missing',
+  '/api/admin/game/chunks/{sha256}',
+  '/api/admin/game/builds',
 ];
 
 /** The text `packages/publish/src/schema.ts` must have for the service as it is now. */

@@ -38,6 +38,8 @@ import { ResumableUploads } from './modules/files/resumable.js';
 import { FileService } from './modules/files/service.js';
 import { StoredUploadSweep } from './modules/files/sweep.js';
 import { installIdempotency } from './modules/idempotency/plugin.js';
+import { GameChunks } from './modules/game/chunks.js';
+import { gameRoutes } from './modules/game/routes.js';
 import { signingRoutes } from './modules/signing/routes.js';
 import { softwareRoutes } from './modules/software/routes.js';
 import { statsRoutes } from './modules/stats/routes.js';
@@ -88,9 +90,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const db = database.db;
-  const metrics = config.metrics ? new Metrics({ database, devicesOnline: () => ctx.devices.countOnline() }) : null;
+  const metrics = config.metrics
+    ? new Metrics({
+        database,
+        devicesOnline: () => ctx.devices.countOnline(),
+        gameStore: () => ctx.gameChunks.figures(),
+      })
+    : null;
   const readiness = new Readiness();
   const files = new FileService(db, storage, metrics?.uploaded);
+  const gameChunks = new GameChunks(db, storage, metrics?.gameChunksSwept);
   const cache = new ContentCache(db, config.cacheCheckMs, metrics?.cacheLookup);
   const signer = new Signer(db, cache, {
     keyFile: config.signingKeyFile,
@@ -119,7 +128,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       files,
       config.uploadExpiryHours * 3600_000,
       metrics?.storedUploadsSwept,
+      undefined,
+      (before) => gameChunks.sweep(before),
     ),
+    gameChunks,
     downloads: new DownloadService(db, storage, files, {
       engine: database.engine,
       offload: config.downloadOffload,
@@ -151,7 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installBodyDeadline(server, config.timeouts.body);
   installInputChecks(server);
   installAudit(server, db);
-  installIdempotency(server, db, ['/api/software/:id/versions', '/api/releases']);
+  installIdempotency(server, db, ['/api/software/:id/versions', '/api/releases', '/api/admin/game/builds']);
   server.decorateRequest('admin', null);
   await server.register(cookie);
   const corsOrigins = config.corsOrigin === '*' ? [] : config.corsOrigin.split(',').map((o) => o.trim());
@@ -202,6 +214,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(auditRoutes(ctx));
   await server.register(fileRoutes(ctx));
   await server.register(softwareRoutes(ctx));
+  await server.register(gameRoutes(ctx));
   await server.register(signingRoutes(ctx));
   await server.register(addonRoutes(ctx));
   await server.register(contentRoutes(ctx));

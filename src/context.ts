@@ -10,6 +10,7 @@ import type { WebhookWorker } from './modules/webhooks/worker.js';
 import type { ResumableUploads } from './modules/files/resumable.js';
 import type { StoredUploadSweep } from './modules/files/sweep.js';
 import type { FileService } from './modules/files/service.js';
+import type { GameChunks } from './modules/game/chunks.js';
 import type { SharedLimits } from './http/shared-limits.js';
 import type { Signer } from './modules/signing/signer.js';
 import type { Storage } from './storage/storage.js';
@@ -31,6 +32,8 @@ export interface AppContext {
   /** Deletes old stored files nothing names (started by the server, like the resumable expiry). */
   readonly uploadSweep: StoredUploadSweep;
   readonly downloads: DownloadService;
+  /** The game client's stored chunks (swept with the stored uploads). */
+  readonly gameChunks: GameChunks;
   readonly limits: SharedLimits;
   readonly housekeeping: DeviceHousekeeping;
   readonly devices: DeviceService;

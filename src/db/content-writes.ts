@@ -11,11 +11,11 @@ const MAX_ENTRIES = 10_000;
 /** Longest life of an entry: rendered answers carry a signature time that must stay under an hour old. */
 export const MAX_ENTRY_AGE_MS = 30 * 60 * 1000;
 
-/** The next `publishAt` after `at` among versions, releases and articles, in epoch ms (or null). */
+/** The next `publishAt` after `at` among versions, releases, articles and game builds, in epoch ms (or null). */
 async function nextScheduled(db: Db, at: number): Promise<number | null> {
   const after = new Date(at).toISOString();
   const times = await Promise.all(
-    (['softwareVersions', 'releases', 'articles'] as const).map((table) =>
+    (['softwareVersions', 'releases', 'articles', 'gameBuilds'] as const).map((table) =>
       db
         .selectFrom(table)
         .select((eb) => eb.fn.min('publishAt').as('next'))

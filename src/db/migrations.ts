@@ -564,6 +564,56 @@ const m012IdempotencyKeys: Migration = {
   },
 };
 
+/**
+ * The game client (game-files.md): builds with their manifests, the chunks each names (indexed by
+ * chunk, so "does a build name this chunk?" is one lookup), and the chunks stored, so that "which
+ * are missing?" is one query and the sweep never lists the store. `touched_at` is renewed by every
+ * upload, missing-query and build creation that names a chunk: the sweep deletes only rows older than
+ * the upload expiry that no build names.
+ */
+const m013GameBuilds: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('game_builds')
+      .addColumn('build_code', 'bigint', (c) => c.primaryKey())
+      .addColumn('version', 'text', (c) => c.notNull())
+      .addColumn('changelog_zh', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('changelog_en', 'text', (c) => c.notNull().defaultTo(''))
+      .addColumn('force_update', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('publish_at', 'text')
+      .addColumn('revoked_at', 'text')
+      // The manifest's exact text (UTF-8), its SHA-256 and size in bytes, and the publisher's signature.
+      .addColumn('manifest', 'text', (c) => c.notNull())
+      .addColumn('manifest_sha256', 'text', (c) => c.notNull())
+      .addColumn('manifest_size', 'bigint', (c) => c.notNull())
+      .addColumn('manifest_signature', 'text')
+      .addColumn('total_size', 'bigint', (c) => c.notNull())
+      .addColumn('file_count', 'integer', (c) => c.notNull())
+      .addColumn('chunk_count', 'integer', (c) => c.notNull())
+      // Bytes of the chunks no earlier build named when this one was created: what it cost the store.
+      .addColumn('new_bytes', 'bigint', (c) => c.notNull())
+      .addColumn('download_count', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createTable('game_build_chunks')
+      .addColumn('build_code', 'bigint', (c) => c.notNull().references('game_builds.build_code').onDelete('cascade'))
+      .addColumn('sha256', 'text', (c) => c.notNull())
+      .addPrimaryKeyConstraint('game_build_chunks_pk', ['build_code', 'sha256'])
+      .execute();
+    await db.schema.createIndex('game_build_chunks_sha256_idx').on('game_build_chunks').column('sha256').execute();
+    await db.schema
+      .createTable('game_chunks')
+      .addColumn('sha256', 'text', (c) => c.primaryKey())
+      .addColumn('size', 'bigint', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('touched_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('game_chunks_touched_idx').on('game_chunks').column('touched_at').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -577,6 +627,7 @@ export const migrations: Record<string, Migration> = {
   '010_file_signatures': m010FileSignatures,
   '011_device_summary': m011DeviceSummary,
   '012_idempotency_keys': m012IdempotencyKeys,
+  '013_game_builds': m013GameBuilds,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -360,6 +360,42 @@ export interface IdempotencyKeysTable {
   createdAt: string;
 }
 
+export interface GameBuildsTable {
+  buildCode: number;
+  version: string;
+  changelogZh: string;
+  changelogEn: string;
+  forceUpdate: Flag;
+  publishAt: string | null;
+  revokedAt: string | null;
+  /** The manifest's exact text, served as its UTF-8 bytes. */
+  manifest: string;
+  manifestSha256: string;
+  manifestSize: number;
+  manifestSignature: string | null;
+  totalSize: number;
+  fileCount: number;
+  chunkCount: number;
+  /** Bytes of chunks that no earlier build named when this one was created. */
+  newBytes: number;
+  downloadCount: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface GameBuildChunksTable {
+  buildCode: number;
+  sha256: string;
+}
+
+export interface GameChunksTable {
+  sha256: string;
+  size: number;
+  createdAt: string;
+  /** Renewed by each upload, missing-query and build naming it; the sweep keys on it. */
+  touchedAt: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -372,6 +408,9 @@ export interface Database {
   files: FilesTable;
   softwarePackages: SoftwarePackagesTable;
   softwareVersions: SoftwareVersionsTable;
+  gameBuilds: GameBuildsTable;
+  gameBuildChunks: GameBuildChunksTable;
+  gameChunks: GameChunksTable;
   addons: AddonsTable;
   releases: ReleasesTable;
   screenshots: ScreenshotsTable;
@@ -396,6 +435,7 @@ export type UserRow = Selectable<UsersTable>;
 export type FileRow = Selectable<FilesTable>;
 export type PackageRow = Selectable<SoftwarePackagesTable>;
 export type VersionRow = Selectable<SoftwareVersionsTable>;
+export type GameBuildRow = Selectable<GameBuildsTable>;
 export type NewVersion = Insertable<SoftwareVersionsTable>;
 export type VersionUpdate = Updateable<SoftwareVersionsTable>;
 export type AddonRow = Selectable<AddonsTable>;

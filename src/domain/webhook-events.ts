@@ -6,6 +6,8 @@ export const WEBHOOK_EVENTS = [
   'release.published',
   'article.published',
   'addon.created',
+  'game.build.published',
+  'game.build.revoked',
 ] as const;
 
 export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];

@@ -10,6 +10,8 @@ export interface MetricsSources {
   database: DatabaseHandle;
   /** Devices seen by any instance within the online window (one indexed count). */
   devicesOnline(): Promise<number>;
+  /** The game client's stored chunks, their bytes, and its builds (three figures of two counts). */
+  gameStore(): Promise<{ chunks: number; bytes: number; builds: number }>;
 }
 
 /** Kinds of served bytes: the download routes and the `/uploads/` files. */
@@ -33,6 +35,8 @@ export class Metrics {
   /** One sweep of stored uploads nothing names (files/sweep). */
   readonly storedUploadsSwept: (counts: SweepCounts) => void;
   readonly cacheLookup: (key: string, hit: boolean) => void;
+  /** Game client chunks deleted by the sweep (game/chunks). */
+  readonly gameChunksSwept: (count: number) => void;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -139,6 +143,25 @@ export class Metrics {
       if (hit) n.hit += 1;
       else n.miss += 1;
     };
+
+    const chunksSwept = new Counter({
+      name: 'game_chunks_swept_total',
+      help: 'Game client chunks deleted by the sweep: named by no build, untouched for UPLOAD_EXPIRY_HOURS',
+      registers,
+    });
+    this.gameChunksSwept = (count) => chunksSwept.inc(count);
+    new Gauge({
+      name: 'game_store',
+      help: 'The game client in the store: chunks stored, their bytes, builds',
+      labelNames: ['figure'],
+      registers,
+      async collect() {
+        const figures = await sources.gameStore();
+        this.set({ figure: 'chunks' }, figures.chunks);
+        this.set({ figure: 'chunk_bytes' }, figures.bytes);
+        this.set({ figure: 'builds' }, figures.builds);
+      },
+    });
 
     new Gauge({
       name: 'devices_online',

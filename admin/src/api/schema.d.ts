@@ -1260,6 +1260,607 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/game/builds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every build, scheduled ones included, newest buildCode first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Publish a build: its manifest checked whole, every chunk it names stored (Idempotency-Key) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        buildCode: number;
+                        /** @description alias of changelogZh */
+                        changelog?: string;
+                        /** @description English text */
+                        changelogEn?: string;
+                        /** @description Chinese text */
+                        changelogZh?: string;
+                        forceUpdate?: boolean;
+                        /** @description the manifest, exactly as it will be served (UTF-8 JSON text) */
+                        manifest: string;
+                        /** @description minisign signature of the manifest, trusted comment `game=<app> buildCode=<n> sha256=<hex>` */
+                        manifestSignature?: string | null;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
+                        version: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/builds/{buildCode}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Change a build's changelog, forceUpdate or publishAt (only the fields sent) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the build code (integer ≥ 1) */
+                    buildCode: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description alias of changelogZh */
+                        changelog?: string;
+                        /** @description English text */
+                        changelogEn?: string;
+                        /** @description Chinese text */
+                        changelogZh?: string;
+                        forceUpdate?: boolean;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        /** Delete a build; chunks no build names are swept later */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the build code (integer ≥ 1) */
+                    buildCode: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {boolean} */
+                            ok: true;
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/builds/{buildCode}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Withdraw a build: never offered again, launchers on it are sent back (downgrade), its manifest 410 */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the build code (integer ≥ 1) */
+                    buildCode: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/builds/{buildCode}/unrevoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Offer a withdrawn build again */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the build code (integer ≥ 1) */
+                    buildCode: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/chunks/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Store a chunk (raw bytes, application/octet-stream, at most 8 MiB): 201, or 200 when already stored */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the chunk's lowercase hex SHA-256 */
+                    sha256: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            sha256: string;
+                            size: number;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            sha256: string;
+                            size: number;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/chunks/missing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Which of these chunks the store lacks (at most 10,000 asked at once) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        chunks: string[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description the chunks asked for that the store lacks, in the order asked */
+                            missing: string[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/login": {
         parameters: {
             query?: never;
@@ -2591,7 +3192,7 @@ export interface paths {
                 content: {
                     "application/json": {
                         enabled?: boolean;
-                        events: ("version.published" | "version.rollout_changed" | "version.revoked" | "release.published" | "article.published" | "addon.created")[];
+                        events: ("version.published" | "version.rollout_changed" | "version.revoked" | "release.published" | "article.published" | "addon.created" | "game.build.published" | "game.build.revoked")[];
                         /**
                          * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
                          * @enum {string}
@@ -2730,7 +3331,7 @@ export interface paths {
                 content: {
                     "application/json": {
                         enabled?: boolean;
-                        events?: ("version.published" | "version.rollout_changed" | "version.revoked" | "release.published" | "article.published" | "addon.created")[];
+                        events?: ("version.published" | "version.rollout_changed" | "version.revoked" | "release.published" | "article.published" | "addon.created" | "game.build.published" | "game.build.revoked")[];
                         /**
                          * @description `json`: `{id, event, occurredAt, data}` signed with HMAC-SHA256 (`X-Webhook-Signature`); `discord`: an embed for a Discord webhook URL
                          * @enum {string}
@@ -3864,6 +4465,298 @@ export interface paths {
                 };
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/game/builds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The published game client builds, newest buildCode first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            fileCount: number;
+                            publishedAt: string;
+                            revokedAt: string | null;
+                            totalSize: number;
+                            version: string;
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/game/builds/{buildCode}/manifest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A build's manifest: its exact bytes (counts one download of the build) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the build code (integer ≥ 1) */
+                    buildCode: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the bytes */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description the bytes of the range asked for */
+                206: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description not modified (If-None-Match) */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                416: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/game/check-update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Does a newer game client build exist? */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the installed build's code (integer, default 0) */
+                    buildCode?: string;
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description true for a launcher on a revoked build: install `latest` even when lower */
+                            downgrade: boolean;
+                            forceUpdate: boolean;
+                            hasUpdate: boolean;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            latest: {
+                                buildCode: number;
+                                changelog: string;
+                                changelogEn: string;
+                                changelogZh: string;
+                                fileCount: number;
+                                manifestSha256: string;
+                                /** @description the publisher's minisign signature of the manifest */
+                                manifestSignature: string | null;
+                                manifestSize: number;
+                                /** @description absolute URL of the signed manifest */
+                                manifestUrl: string;
+                                /** @description when the build became published (publishAt, else its creation) */
+                                publishedAt: string;
+                                totalSize: number;
+                                version: string;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/game/chunks/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A chunk: its bytes, named by their SHA-256 (unsigned: check it against its name) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the chunk's lowercase hex SHA-256 */
+                    sha256: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the bytes */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description the bytes of the range asked for */
+                206: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description to the store (presigned) */
+                302: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description not modified (If-None-Match) */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;

@@ -234,6 +234,172 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/game/builds/{buildCode}/manifest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A build's manifest: its exact bytes (counts one download of the build) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the build code (integer ≥ 1) */
+                    buildCode: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the bytes */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description the bytes of the range asked for */
+                206: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description not modified (If-None-Match) */
+                304: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description every failure */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                416: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/game/check-update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Does a newer game client build exist? */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the installed build's code (integer, default 0) */
+                    buildCode?: string;
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description true for a launcher on a revoked build: install `latest` even when lower */
+                            downgrade: boolean;
+                            forceUpdate: boolean;
+                            hasUpdate: boolean;
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                            latest: {
+                                buildCode: number;
+                                changelog: string;
+                                changelogEn: string;
+                                changelogZh: string;
+                                fileCount: number;
+                                manifestSha256: string;
+                                /** @description the publisher's minisign signature of the manifest */
+                                manifestSignature: string | null;
+                                manifestSize: number;
+                                /** @description absolute URL of the signed manifest */
+                                manifestUrl: string;
+                                /** @description when the build became published (publishAt, else its creation) */
+                                publishedAt: string;
+                                totalSize: number;
+                                version: string;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/launcher/heartbeat": {
         parameters: {
             query?: never;

@@ -165,6 +165,11 @@ export function releaseTrustedComment(release: { slug: string; version: string; 
   return `addon=${release.slug} version=${release.version} sha256=${release.sha256.toLowerCase()}`;
 }
 
+/** The trusted comment that binds a game client manifest to the build it is published as (`game-files.md`). */
+export function gameTrustedComment(build: { app: string; buildCode: number; sha256: string }): string {
+  return `game=${build.app} buildCode=${build.buildCode} sha256=${build.sha256.toLowerCase()}`;
+}
+
 export type MinisignVerdict = { ok: true; key: MinisignPublicKey } | { ok: false; reason: string };
 
 /**

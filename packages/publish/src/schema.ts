@@ -115,6 +115,308 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/game/builds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every build, scheduled ones included, newest buildCode first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description `zh` or `en` (a region such as `en-US` maps to its language) */
+                    lang?: string;
+                    /** @description alias of `lang` */
+                    locale?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        }[];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Publish a build: its manifest checked whole, every chunk it names stored (Idempotency-Key) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        buildCode: number;
+                        /** @description alias of changelogZh */
+                        changelog?: string;
+                        /** @description English text */
+                        changelogEn?: string;
+                        /** @description Chinese text */
+                        changelogZh?: string;
+                        forceUpdate?: boolean;
+                        /** @description the manifest, exactly as it will be served (UTF-8 JSON text) */
+                        manifest: string;
+                        /** @description minisign signature of the manifest, trusted comment `game=<app> buildCode=<n> sha256=<hex>` */
+                        manifestSignature?: string | null;
+                        /**
+                         * Format: date-time
+                         * @description hidden from every public read and download until this time; null (default): published now
+                         */
+                        publishAt?: string | null;
+                        version: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            buildCode: number;
+                            changelog: string;
+                            changelogEn: string;
+                            changelogZh: string;
+                            /** @description distinct chunks the manifest names */
+                            chunkCount: number;
+                            createdAt: string;
+                            /** @description manifests fetched */
+                            downloadCount: number;
+                            fileCount: number;
+                            forceUpdate: boolean;
+                            manifestSha256: string;
+                            manifestSignature: string | null;
+                            manifestSize: number;
+                            /** @description bytes of chunks no earlier build named: what this build cost the store */
+                            newBytes: number;
+                            /** @description hidden from public reads until this time */
+                            publishAt: string | null;
+                            publishedAt: string;
+                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            revokedAt: string | null;
+                            totalSize: number;
+                            updatedAt: string;
+                            version: string;
+                        } & {
+                            /** @enum {string} */
+                            lang: "zh" | "en";
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/chunks/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Store a chunk (raw bytes, application/octet-stream, at most 8 MiB): 201, or 200 when already stored */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the chunk's lowercase hex SHA-256 */
+                    sha256: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            sha256: string;
+                            size: number;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            sha256: string;
+                            size: number;
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/chunks/missing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Which of these chunks the store lacks (at most 10,000 asked at once) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        chunks: string[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description the chunks asked for that the store lacks, in the order asked */
+                            missing: string[];
+                        };
+                    };
+                };
+                /** @description every failure */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/me": {
         parameters: {
             query?: never;

@@ -4,7 +4,7 @@ import { escapeLiteral } from 'pg';
 import type { Db, Engine } from '../../db/index.js';
 
 /** The kinds of counted downloads kept in the daily roll-up. */
-export type DownloadKind = 'installer' | 'launcher' | 'addon';
+export type DownloadKind = 'installer' | 'launcher' | 'addon' | 'game';
 
 /** Row of `content_state` whose version counts release downloads (row 1 counts content writes). */
 export const COUNTERS_STATE_ID = 2;
@@ -18,6 +18,8 @@ interface Batch {
   readonly versions: Map<string, { all: number; launcher: number }>;
   /** Per release: downloads and its addon. */
   readonly releases: Map<string, { addonId: string; count: number }>;
+  /** Per game build: manifests fetched. */
+  readonly builds: Map<number, number>;
   readonly kinds: Map<DownloadKind, number>;
   readonly done: Promise<void>;
   settle(error?: unknown): void;
@@ -33,6 +35,7 @@ function newBatch(): Batch {
   return {
     versions: new Map(),
     releases: new Map(),
+    builds: new Map(),
     kinds: new Map(),
     done,
     settle: (error) => (error === undefined ? resolve() : reject(error)),
@@ -93,6 +96,12 @@ export class DownloadCounter {
           .set((eb) => ({ totalDownloads: eb('totalDownloads', '+', n), counterSeq: seq }))
           .where('id', '=', id),
       ),
+      gameBuild: compileOnce(
+        db
+          .updateTable('gameBuilds')
+          .set((eb) => ({ downloadCount: eb('downloadCount', '+', n) }))
+          .where('buildCode', '=', slot<number>('code')),
+      ),
       daily: compileOnce(
         db
           .insertInto('downloadDaily')
@@ -122,6 +131,13 @@ export class DownloadCounter {
     const entry = batch.releases.get(releaseId) ?? { addonId, count: 0 };
     entry.count += 1;
     batch.releases.set(releaseId, entry);
+    return batch.done;
+  }
+
+  /** One counted download of a game build: its manifest fetched. */
+  gameBuild(buildCode: number): Promise<void> {
+    const batch = this.join('game');
+    batch.builds.set(buildCode, (batch.builds.get(buildCode) ?? 0) + 1);
     return batch.done;
   }
 
@@ -185,6 +201,8 @@ export class DownloadCounter {
       addons.set(n.addonId, (addons.get(n.addonId) ?? 0) + n.count);
     }
     for (const [id, n] of [...addons].sort(byKey)) statements.push(compiled.addon({ id, n }));
+    for (const [code, n] of [...batch.builds].sort((a, b) => a[0] - b[0]))
+      statements.push(compiled.gameBuild({ code, n }));
     const day = dayOf(new Date());
     for (const [kind, n] of [...batch.kinds].sort(byKey)) statements.push(compiled.daily({ day, kind, n }));
     return statements;

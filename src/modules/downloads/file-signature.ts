@@ -14,14 +14,14 @@ const FIELD = 'body.fileSignature';
 
 /**
  * The `fileSignature` column a create or update body asks for: unchanged (undefined), none (null),
- * or the `.minisig` text once it reads as a minisign signature (400 naming the field otherwise).
+ * or the `.minisig` text once it reads as a minisign signature (400 naming `field` otherwise).
  */
-export function fileSignatureColumn(given: string | null | undefined): string | null | undefined {
+export function fileSignatureColumn(given: string | null | undefined, field = FIELD): string | null | undefined {
   if (given === undefined || given === null) return given;
   try {
     parseSignature(given);
   } catch (error) {
-    if (error instanceof MinisignFormatError) throw badRequest(`${FIELD}: ${error.message}`);
+    if (error instanceof MinisignFormatError) throw badRequest(`${field}: ${error.message}`);
     throw error;
   }
   return given;

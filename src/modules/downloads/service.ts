@@ -35,7 +35,8 @@ export function contentDisposition(type: 'attachment' | 'inline', fileName: stri
   return `${type}; filename="${ascii}"; filename*=UTF-8''${encoded}`;
 }
 
-function etagMatches(header: string | undefined, etag: string): boolean {
+/** Whether an `If-None-Match` header names `etag` (or `*`). */
+export function etagMatches(header: string | undefined, etag: string): boolean {
   if (header === undefined) return false;
   if (header.trim() === '*') return true;
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
@@ -47,6 +48,44 @@ function etagMatches(header: string | undefined, etag: string): boolean {
  */
 export function offloadLocation(offload: DownloadOffload, key: string): string {
   return offload.prefix + key.split('/').map(encodeURIComponent).join('/');
+}
+
+/** The 416 answer's message for a file of `size` bytes. */
+const unsatisfiable = (size: number) => `range not satisfiable for a file of ${size} bytes`;
+
+/**
+ * The bytes a GET asks of a representation of `size` bytes (RFC 9110 `Range`, honoured when
+ * `If-Range` is absent or names `etag` or `lastModified`), with `reply` set up for them: 206 and
+ * `Content-Range` for one range; the whole for none, a malformed header or several ranges (as RFC
+ * 9110 allows), `exact` false for the latter two; null with 416 and `Content-Range` set when no
+ * range is satisfiable (the caller sends the error body).
+ */
+export function requestedRange(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  size: number,
+  etag: string,
+  lastModified: Date | null,
+): { start: number; end: number; exact: boolean } | null {
+  const whole = { start: 0, end: size - 1, exact: true };
+  const header = request.headers.range;
+  const ifRange = request.headers['if-range'];
+  const applies =
+    typeof header === 'string' &&
+    (ifRange === undefined || ifRange === etag || (lastModified !== null && ifRange === lastModified.toUTCString()));
+  if (!applies) return whole;
+  const ranges = parseRange(size, header, { combine: true });
+  if (ranges === -1) {
+    reply
+      .code(416)
+      .header('Content-Range', `bytes */${size}`)
+      .header('Content-Type', 'application/json; charset=utf-8');
+    return null;
+  }
+  const first = ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1 ? ranges[0] : undefined;
+  if (first === undefined) return { ...whole, exact: false };
+  reply.code(206).header('Content-Range', `bytes ${first.start}-${first.end}/${size}`);
+  return { start: first.start, end: first.end, exact: !header.includes(',') };
 }
 
 /**
@@ -107,34 +146,11 @@ export class DownloadService {
       return reply.code(302).header('Cache-Control', 'no-store').redirect(presigned);
     }
 
-    let start = 0;
-    let end = info.size - 1;
+    const range = requestedRange(request, reply, info.size, etag, info.lastModified);
+    if (range === null) return reply.removeHeader('Content-Disposition').send({ error: unsatisfiable(info.size) });
+    const { start, end } = range;
     // The proxy applies Range itself; it is handed only requests it answers as decided here.
-    let proxyAgrees = true;
-    const rangeHeader = request.headers.range;
-    const ifRange = request.headers['if-range'];
-    const rangeApplies =
-      typeof rangeHeader === 'string' &&
-      (ifRange === undefined || ifRange === etag || ifRange === info.lastModified.toUTCString());
-    if (rangeApplies) {
-      const ranges = parseRange(info.size, rangeHeader, { combine: true });
-      if (ranges === -1) {
-        reply.header('Content-Range', `bytes */${info.size}`);
-        reply.removeHeader('Content-Disposition');
-        return reply
-          .code(416)
-          .header('Content-Type', 'application/json; charset=utf-8')
-          .send({ error: `range not satisfiable for a file of ${info.size} bytes` });
-      }
-      // A malformed header (-2) or several ranges: answer with the whole file, as RFC 9110 allows.
-      const first = ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1 ? ranges[0] : undefined;
-      proxyAgrees = first !== undefined && !rangeHeader.includes(',');
-      if (first !== undefined) {
-        start = first.start;
-        end = first.end;
-        reply.code(206).header('Content-Range', `bytes ${start}-${end}/${info.size}`);
-      }
-    }
+    const proxyAgrees = range.exact;
     const length = info.size === 0 ? 0 : end - start + 1;
     reply.header('Content-Length', length);
     // An empty stream, not an empty body: Fastify's HEAD handling would otherwise set Content-Length: 0.
@@ -162,6 +178,11 @@ export class DownloadService {
   /** One counted download of a software version; `launcher` also counts as a launcher self-update. */
   countVersion(versionId: string, launcher: boolean): Promise<void> {
     return this.counter.version(versionId, launcher);
+  }
+
+  /** One counted download of a game build (its manifest fetched). */
+  countGameBuild(buildCode: number): Promise<void> {
+    return this.counter.gameBuild(buildCode);
   }
 
   /** One counted download of an addon release: the release's count, the addon's total and the counter version. */

@@ -3,6 +3,7 @@ import type { Db } from '../../db/index.js';
 import { Poller, takeLease } from '../../db/jobs.js';
 import { now as clockNow } from '../../domain/clock.js';
 import type { Storage } from '../../storage/storage.js';
+import { GAME_CHUNKS_PREFIX } from '../game/chunks.js';
 import { unnamedKeys } from './names.js';
 import type { FileService } from './service.js';
 
@@ -36,6 +37,8 @@ export class StoredUploadSweep extends Poller {
     private readonly onSwept?: (counts: SweepCounts) => void,
     /** Like the expiry of unfinished resumable uploads: every 10 minutes on each instance. */
     everyMs = 10 * 60_000,
+    /** Sweeps what is recorded elsewhere (the game client's chunks) older than `before` (ISO 8601), under this lease. */
+    private readonly sweepAlso?: (before: string) => Promise<unknown>,
   ) {
     super(everyMs);
   }
@@ -56,11 +59,13 @@ export class StoredUploadSweep extends Poller {
     try {
       for await (const object of this.storage.list()) {
         counts.examined += 1;
-        if (object.lastModified.getTime() >= before) continue;
+        // Chunks are recorded in game_chunks and swept by `sweepAlso`, never by a lookup of names.
+        if (object.lastModified.getTime() >= before || object.key.startsWith(GAME_CHUNKS_PREFIX)) continue;
         batch.push(object.key);
         if (batch.length >= BATCH) await sweep();
       }
       await sweep();
+      await this.sweepAlso?.(new Date(before).toISOString());
     } finally {
       this.onSwept?.(counts);
     }

@@ -1,7 +1,8 @@
 import type { Db } from '../../db/index.js';
 import { type DownloadKind, dayOf } from '../downloads/counting.js';
 
-export const DOWNLOAD_KINDS: readonly DownloadKind[] = ['installer', 'launcher', 'addon'];
+/** The kinds the statistics show (game client manifests are counted per build, not here). */
+export const DOWNLOAD_KINDS: readonly Exclude<DownloadKind, 'game'>[] = ['installer', 'launcher', 'addon'];
 
 export interface DownloadDay {
   day: string;
