@@ -35,6 +35,8 @@ export type Version = Json<'/api/software/{id}/versions', 'post', 201>;
 export type Addon = Json<'/api/admin/addons/{idOrSlug}', 'get', 200>;
 export type Release = Json<'/api/releases', 'post', 201>;
 export type Me = Json<'/api/admin/me', 'get', 200>;
+export type GameBuild = Json<'/api/admin/game/builds', 'post', 201>;
+export type MissingChunks = Json<'/api/admin/game/chunks/missing', 'post', 200>;
 
 /** Answers a proxy or a busy service gives that a later attempt may not: retried. */
 const RETRIED = new Set([429, 502, 503, 504]);

@@ -26,7 +26,15 @@ import {
   tokenFrom,
   type Version,
 } from './api.js';
-import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
+import {
+  clientManifest,
+  manifestOptions,
+  manifestPrehash,
+  manifestTrustedComment,
+  publishBuild,
+  walkClient,
+} from './game.js';
+import { generateKeyPair, parseSecretKey, signPrehash } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
@@ -77,34 +85,36 @@ const changelog: OptionSpecs = {
 };
 
 /**
- * The build's minisign signature when `--sign-key` is given, its trusted comment binding it to what
- * it is published as; made before the upload, so that a wrong key or password fails first.
+ * The minisign signature when `--sign-key` is given (or `--signature`'s, checked), its trusted comment
+ * binding it to what it is published as; made before the upload, so that a wrong key or password
+ * fails first. `prehashOf` answers the signed bytes' prehash (a build file's, a game manifest's).
  */
-async function signatureFor(
+export async function signatureFor(
   options: ParsedOptions,
   context: Context,
-  file: LocalFile,
+  prehashOf: () => Promise<Buffer>,
   trustedComment: string,
 ): Promise<string | undefined> {
   const keyFile = options.get('sign-key');
   const given = options.get('signature');
   if (keyFile !== undefined && given !== undefined)
     throw new UsageError('--sign-key and --signature: give one of them');
-  if (given !== undefined) return checkedSignature(await fs.readFile(given, 'utf8'), options, file, trustedComment);
+  if (given !== undefined)
+    return checkedSignature(await fs.readFile(given, 'utf8'), options, prehashOf, trustedComment);
   if (keyFile === undefined) return undefined;
   const key = await parseSecretKey(await fs.readFile(keyFile, 'utf8'), context.env.LAUNCHER_SIGN_PASSWORD ?? '');
-  return signFile(key, file.path, trustedComment);
+  return signPrehash(key, await prehashOf(), trustedComment);
 }
 
 /**
  * A signature made elsewhere (`minisign -S` on an offline machine), checked before anything is sent:
- * its trusted comment names this package or addon, version and file SHA-256; with
- * `--publisher-key` it must also verify with that key over this file.
+ * its trusted comment names what is published (package or addon and version, or game build, and the
+ * SHA-256); with `--publisher-key` it must also verify with that key over these bytes.
  */
 async function checkedSignature(
   text: string,
   options: ParsedOptions,
-  file: LocalFile,
+  prehashOf: () => Promise<Buffer>,
   trustedComment: string,
 ): Promise<string> {
   let signature: MinisignSignature;
@@ -119,7 +129,7 @@ async function checkedSignature(
   const publisherKey = options.get('publisher-key');
   if (publisherKey !== undefined) {
     const keys = parsePublicKeys(await fs.readFile(publisherKey, 'utf8'));
-    const verdict = checkSignature(signature, keys, await prehashFile(file.path), trustedComment);
+    const verdict = checkSignature(signature, keys, await prehashOf(), trustedComment);
     if (!verdict.ok) throw new Error(`--signature: ${verdict.reason}`);
   }
   return text;
@@ -296,7 +306,7 @@ async function publishVersion(api: Api, options: ParsedOptions, context: Context
   const fileSignature = await signatureFor(
     options,
     context,
-    file,
+    () => prehashFile(file.path),
     versionTrustedComment({ slug, versionCode, sha256: file.sha256 }),
   );
   return publishFile(
@@ -349,7 +359,7 @@ async function publishRelease(api: Api, options: ParsedOptions, context: Context
   const fileSignature = await signatureFor(
     options,
     context,
-    file,
+    () => prehashFile(file.path),
     releaseTrustedComment({ slug, version, sha256: file.sha256 }),
   );
   return publishFile(
@@ -386,6 +396,34 @@ const setRollout = (percent: (options: ParsedOptions) => number) =>
 
 const setRevoked = (action: 'revoke' | 'unrevoke') =>
   withApi((api, options) => api.json<Version>('POST', `${versionPath(options)}/${action}`));
+
+/** `launcher-publish game`: the client folder as a build; with `--manifest-out`, only its manifest. */
+async function publishGame(options: ParsedOptions, context: Context): Promise<unknown> {
+  const buildCode = integerOption(options, 'build-code', 1, Number.MAX_SAFE_INTEGER);
+  if (buildCode === undefined) throw new UsageError('--build-code is required');
+  const fields = defined({
+    changelogZh: options.get('changelog-zh'),
+    changelogEn: options.get('changelog-en'),
+    forceUpdate: options.flag('force-update') || undefined,
+    publishAt: publishAt(options),
+  });
+  const manifestOut = options.get('manifest-out');
+  if (manifestOut === undefined) options.require('server');
+  const build = manifestOptions(options, buildCode);
+  const files = await walkClient(options.require('dir'), options.all('exclude'));
+  const manifest = await clientManifest(files, build, context);
+  const trustedComment = manifestTrustedComment(build, manifest);
+  if (manifestOut !== undefined) {
+    await fs.writeFile(manifestOut, manifest.text);
+    const { files: count, totalBytes } = manifest;
+    return { manifest: manifestOut, sha256: manifest.sha256, trustedComment, files: count, totalBytes };
+  }
+  const manifestSignature = await signatureFor(options, context, manifestPrehash(manifest), trustedComment);
+  return withApi(async (api) => {
+    await checkRole(api);
+    return publishBuild(api, build, manifest, { ...fields, ...defined({ manifestSignature }) }, context);
+  })(options, context);
+}
 
 export const commands: Record<string, Command> = {
   keygen: {
@@ -437,6 +475,50 @@ export const commands: Record<string, Command> = {
       requires: { value: 'SLUG,...', help: 'addons this release requires' },
     },
     run: withApi(publishRelease),
+  },
+  game: {
+    summary:
+      'publish a game client folder as a build: files cut into chunks (FastCDC), only the chunks the ' +
+      'service lacks uploaded; rerunning is safe',
+    options: {
+      ...server,
+      server: { ...server.server, required: false, help: `${server.server?.help} (not with --manifest-out)` },
+      dir: { value: 'CLIENT', help: 'the game client folder (regular files only)', required: true },
+      app: { value: 'NAME', help: "the service's APP_NAME (the manifest's app)", required: true },
+      version: { value: 'V', help: 'the build version, e.g. 1.18.3', required: true },
+      'build-code': { value: 'N', help: 'the integer build code (1 or more), unique', required: true },
+      ...changelog,
+      'force-update': { help: 'force the update on launchers below this build' },
+      'publish-at': {
+        value: 'ISO',
+        help: 'publish at this time (ISO 8601 with its offset, e.g. 2030-01-01T08:00:00Z)',
+      },
+      remove: {
+        value: 'GLOB',
+        multiple: true,
+        help: 'files launchers delete when the manifest does not list them (e.g. "Data/patch-*.mpq")',
+      },
+      initial: {
+        value: 'PATH',
+        multiple: true,
+        help: 'files written only when absent, then left to the player (e.g. WTF/Config.wtf; globs too)',
+      },
+      exclude: { value: 'GLOB', multiple: true, help: 'leave these paths (files or folders) out, e.g. "Logs/**"' },
+      'sign-key': {
+        value: 'FILE',
+        help: 'sign the manifest with this minisign secret key (its password in LAUNCHER_SIGN_PASSWORD)',
+      },
+      signature: {
+        value: 'FILE.minisig',
+        help: 'a signature of the manifest made elsewhere (see --manifest-out), checked before the upload',
+      },
+      'publisher-key': { value: 'PUB', help: 'with --signature: the minisign public key it must verify with' },
+      'manifest-out': {
+        value: 'FILE',
+        help: 'write the manifest to FILE (to sign it elsewhere) and upload nothing',
+      },
+    },
+    run: publishGame,
   },
   rollout: {
     summary: "set a version's rollout percentage",

@@ -102,7 +102,7 @@ describe('launcher-publish in CI', () => {
   it('-h on the command and every subcommand; --version; the help states the ranges accepted', async () => {
     const top = await run(['-h']);
     expect(top.code).toBe(0);
-    for (const command of ['keygen', 'version', 'release', 'rollout', 'halt', 'revoke', 'unrevoke']) {
+    for (const command of ['keygen', 'version', 'release', 'game', 'rollout', 'halt', 'revoke', 'unrevoke']) {
       const help = await run([command, '-h']);
       expect(help.code, command).toBe(0);
       expect(help.stdout).toContain('-h, --help');
