@@ -3,8 +3,7 @@
  * Content-Defined Chunking for Data Deduplication Based Storage Systems"): the Gear hash, cut points
  * skipped below the minimum, normalized chunking and "rolling two bytes each time". Cut points are
  * those of the Rust `fastcdc` crate's `v2020` module (its gear table, masks and loop), checked against
- * that crate's published test vectors; no npm implementation of it is kept up. The 64-bit hash is held
- * as two 32-bit halves.
+ * that crate's published test vectors; no npm implementation of it is kept up.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -59,35 +58,36 @@ const MASKS: readonly (readonly [number, number])[] = [
 
 /**
  * The gear table: for each byte value v, the first 8 bytes (big-endian) of the MD5 of 64 bytes of v
- * (how the crate's `table64` example makes its table). `GEAR_LS` is it shifted left one bit.
+ * (how the crate's `table64` example makes its table).
+ *
+ * The crate's loop adds `GEAR_LS` (the table shifted left one bit) after shifting its hash by two at
+ * even positions and checks it against the masks shifted by one: the same test, on the same hash, as
+ * the plain Gear step (`hash = 2 * hash + GEAR[byte]`) checked against the masks. Only bits 0-47 of
+ * the hash meet a mask and carries only move up, so it is kept here as two 24-bit halves: small
+ * integers, fast in V8. What the crate keeps of its shortcut is where it cuts: at an even position
+ * before the byte that matched, at an odd one after it.
  */
-const GEAR_HI = new Uint32Array(256);
-const GEAR_LO = new Uint32Array(256);
-const GEAR_LS_HI = new Uint32Array(256);
-const GEAR_LS_LO = new Uint32Array(256);
+const LOW = 0xffffff;
+const GEAR_HI = new Int32Array(256);
+const GEAR_LO = new Int32Array(256);
 for (let v = 0; v < 256; v += 1) {
   const digest = createHash('md5').update(Buffer.alloc(64, v)).digest();
-  const hi = digest.readUInt32BE(0);
-  const lo = digest.readUInt32BE(4);
-  GEAR_HI[v] = hi;
-  GEAR_LO[v] = lo;
-  GEAR_LS_HI[v] = ((hi << 1) | (lo >>> 31)) >>> 0;
-  GEAR_LS_LO[v] = (lo << 1) >>> 0;
+  GEAR_HI[v] = digest.readUIntBE(2, 3);
+  GEAR_LO[v] = digest.readUIntBE(5, 3);
 }
 
-/** The gear table's entry for a byte value, as a 64-bit integer (for tests against the published table). */
-export function gear(value: number): bigint {
-  return (BigInt(GEAR_HI[value] ?? 0) << 32n) | BigInt(GEAR_LO[value] ?? 0);
-}
+/** A 48-bit mask as its two 24-bit halves. */
+const halves = ([hi, lo]: readonly [number, number]): [number, number] => [
+  ((hi & 0xffff) << 8) | (lo >>> 24),
+  lo & LOW,
+];
 
 export class Chunker {
   readonly min: number;
   readonly avg: number;
   readonly max: number;
-  private readonly maskS: readonly [number, number];
-  private readonly maskL: readonly [number, number];
-  private readonly maskSLs: readonly [number, number];
-  private readonly maskLLs: readonly [number, number];
+  private readonly maskS: [number, number];
+  private readonly maskL: [number, number];
 
   constructor({ min, avg, max, level = 1 }: ChunkSizes) {
     if (!(min >= 64 && min <= avg && avg <= max && max <= 16 * MiB && avg >= 256 && avg <= 4 * MiB)) {
@@ -102,12 +102,8 @@ export class Chunker {
     this.min = min;
     this.avg = avg;
     this.max = max;
-    this.maskS = small;
-    this.maskL = large;
-    const shifted = ([hi, lo]: readonly [number, number]) =>
-      [((hi << 1) | (lo >>> 31)) >>> 0, (lo << 1) >>> 0] as const;
-    this.maskSLs = shifted(small);
-    this.maskLLs = shifted(large);
+    this.maskS = halves(small);
+    this.maskL = halves(large);
   }
 
   /**
@@ -120,33 +116,26 @@ export class Chunker {
     let center = this.avg;
     if (remaining > this.max) remaining = this.max;
     else if (remaining < center) center = remaining;
-    const limit1 = center >>> 1;
-    const limit2 = remaining >>> 1;
-    let index = this.min >>> 1;
     let hi = 0;
     let lo = 0;
     let [mHi, mLo] = this.maskS;
-    let [mLsHi, mLsLo] = this.maskSLs;
-    let limit = limit1;
+    let a = start + (this.min >>> 1) * 2;
+    let limit = start + (center >>> 1) * 2;
     for (let phase = 0; phase < 2; phase += 1) {
-      for (; index < limit; index += 1) {
-        const a = start + index * 2;
-        // hash = (hash << 2) + GEAR_LS[data[a]]
+      for (; a < limit; a += 2) {
         let byte = data[a] as number;
-        let sum = ((lo << 2) >>> 0) + (GEAR_LS_LO[byte] as number);
-        hi = (((hi << 2) | (lo >>> 30)) + (GEAR_LS_HI[byte] as number) + (sum > 0xffffffff ? 1 : 0)) >>> 0;
-        lo = sum >>> 0;
-        if ((lo & mLsLo) === 0 && (hi & mLsHi) === 0) return a - start;
-        // hash += GEAR[data[a + 1]]
+        lo = (lo << 1) + (GEAR_LO[byte] as number);
+        hi = ((hi << 1) + (GEAR_HI[byte] as number) + (lo >>> 24)) & LOW;
+        lo &= LOW;
+        if ((lo & mLo) === 0 && (hi & mHi) === 0) return a - start;
         byte = data[a + 1] as number;
-        sum = lo + (GEAR_LO[byte] as number);
-        hi = (hi + (GEAR_HI[byte] as number) + (sum > 0xffffffff ? 1 : 0)) >>> 0;
-        lo = sum >>> 0;
+        lo = (lo << 1) + (GEAR_LO[byte] as number);
+        hi = ((hi << 1) + (GEAR_HI[byte] as number) + (lo >>> 24)) & LOW;
+        lo &= LOW;
         if ((lo & mLo) === 0 && (hi & mHi) === 0) return a + 1 - start;
       }
       [mHi, mLo] = this.maskL;
-      [mLsHi, mLsLo] = this.maskLLs;
-      limit = limit2;
+      limit = start + (remaining >>> 1) * 2;
     }
     return remaining;
   }
@@ -173,7 +162,8 @@ export async function chunkFile(
 ): Promise<ChunkedFile> {
   const handle = await fs.open(file, 'r');
   try {
-    const buffer = Buffer.allocUnsafe(READ_BYTES + chunker.max);
+    // No larger than the file needs (plus one byte to see its end): small files make small buffers.
+    const buffer = Buffer.allocUnsafe(Math.min(READ_BYTES + chunker.max, (await handle.stat()).size + 1));
     const whole = createHash('sha256');
     const chunks: [string, number][] = [];
     let start = 0;
