@@ -1,6 +1,52 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { api, type ScenarioProvider, uploadFile } from './lib.js';
+
+const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/** Game client builds 100–120, each a small client of 20 files in chunks of 64 KiB (a few shared by all). */
+async function seedGame(target: Parameters<ScenarioProvider>[0]): Promise<void> {
+  const shared = randomBytes(256 * 1024);
+  for (let code = 100; code <= 120; code += 1) {
+    const files = Array.from({ length: 20 }, (_, i) => {
+      const content = i === 0 ? randomBytes(128 * 1024) : shared;
+      const chunks: [string, Buffer][] = [];
+      for (let at = 0; at < content.length; at += 64 * 1024) {
+        const piece = content.subarray(at, at + 64 * 1024);
+        chunks.push([sha256(piece), piece]);
+      }
+      return { path: `Data/file-${i}.mpq`, content, chunks };
+    });
+    for (const [name, piece] of files.flatMap((f) => f.chunks)) {
+      const res = await fetch(`${target.url}/api/admin/game/chunks/${name}`, {
+        method: 'PUT',
+        headers: { cookie: target.cookie, 'content-type': 'application/octet-stream' },
+        body: new Uint8Array(piece),
+      });
+      if (res.status !== 201 && res.status !== 200) throw new Error(`chunk → ${res.status}: ${await res.text()}`);
+    }
+    const manifest = JSON.stringify({
+      format: 1,
+      app: 'app',
+      version: `1.18.${code}`,
+      buildCode: code,
+      files: files.map((f) => ({
+        path: f.path,
+        size: f.content.length,
+        sha256: sha256(f.content),
+        chunks: f.chunks.map(([name, piece]) => [name, piece.length]),
+      })),
+    });
+    await api(target, 'POST', '/api/admin/game/builds', {
+      version: `1.18.${code}`,
+      buildCode: code,
+      changelog: `第 ${code} 版：修复若干问题。`,
+      changelogEn: `Build ${code}: fixes.`,
+      forceUpdate: code % 5 === 0,
+      manifest,
+    });
+  }
+}
 
 /** Launcher distribution: check-update (the launcher's hot path) and heartbeats. */
 export const scenarios: ScenarioProvider = async (target) => {
@@ -22,6 +68,7 @@ export const scenarios: ScenarioProvider = async (target) => {
     }
   };
   await seed(slug, 100);
+  await seedGame(target);
   // The same versions in a second package whose latest is at a 20% staged rollout.
   await seed('staged', 20);
   // Both built per request by the load generator (which costs it CPU on the same machine): the
@@ -56,6 +103,12 @@ export const scenarios: ScenarioProvider = async (target) => {
       process: signed.child,
       baseline: unsignedBaseline,
       aim: 0.9,
+    },
+    // The game client's check-update: the same class of answer (one rendered, signed answer per decision).
+    {
+      name: 'game check-update',
+      path: '/api/game/check-update?buildCode=110&lang=en',
+      against: { name: 'check-update', aim: 0.8 },
     },
     { name: 'check-update plain', path: plainPath(0), makePath: plainPath },
     {

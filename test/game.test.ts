@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gameTrustedComment } from 'patchwell-client/minisign';
@@ -483,5 +484,63 @@ describe('PUBLISHER_KEYS: a build needs the manifest signed for this app and bui
     expect(right.statusCode).toBe(201);
     const check = (await t.inject('/api/game/check-update')).json();
     expect(check.latest.manifestSignature).toBe(right.json().manifestSignature);
+  });
+});
+
+describe('game bodies that never end, and chunks offloaded to the proxy', () => {
+  let t: TestApp;
+  let port = 0;
+  beforeAll(async () => {
+    t = await buildTestApp({ BODY_TIMEOUT_MS: '1000', DOWNLOAD_OFFLOAD: 'x-accel-redirect' });
+    port = Number(new URL(await t.app.server.listen({ host: '127.0.0.1', port: 0 })).port);
+  });
+  afterAll(() => t?.close());
+
+  /** Sends headers and the first bytes of a body that never ends; resolves with what came back once closed (within 8 s). */
+  function neverEnding(head: string, first: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(head + first));
+      let received = '';
+      socket.on('data', (chunk) => (received += chunk.toString()));
+      socket.on('close', () => resolve(received));
+      socket.on('error', reject);
+      setTimeout(() => reject(new Error('not cut off within 8 s')), 8000).unref();
+    });
+  }
+
+  it('cuts off a chunk upload and a build whose body never ends, storing nothing', async () => {
+    const bytes = randomBytes(10_000);
+    const name = sha256Of(bytes);
+    const chunk = await neverEnding(
+      `PUT /api/admin/game/chunks/${name} HTTP/1.1\r\nHost: x\r\nCookie: ${t.cookie}\r\n` +
+        'Content-Type: application/octet-stream\r\nContent-Length: 10000\r\n\r\n',
+      bytes.subarray(0, 100).toString('latin1'),
+    );
+    // Cut off: the connection closes (with a 408 when it still can), nothing answered 2xx.
+    expect(chunk).not.toMatch(/^HTTP\/1.1 2/);
+    expect(await t.app.ctx.storage.stat(chunkKey(name))).toBeNull();
+    expect(await t.database.db.selectFrom('gameChunks').select('sha256').execute()).toEqual([]);
+    const build = await neverEnding(
+      `POST /api/admin/game/builds HTTP/1.1\r\nHost: x\r\nCookie: ${t.cookie}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n',
+      '{"version":"1",',
+    );
+    expect(build).not.toMatch(/^HTTP\/1.1 2/);
+    expect(await buildCount(t)).toBe(0);
+  }, 20_000);
+
+  it('hands chunk bytes to the proxy (X-Accel-Redirect) with the immutable headers', async () => {
+    const manifest = firstBuild();
+    expect((await publishBuild(t, { version: '1.18.1', buildCode: 1 }, manifest)).statusCode).toBe(201);
+    const [name] = [...manifest.chunks.keys()];
+    const res = await t.inject(`/api/game/chunks/${name}`);
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-accel-redirect']).toBe(`/internal-uploads/${chunkKey(name!)}`);
+    expect(res.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+    expect(res.headers.etag).toBe(`"${name}"`);
+    // The manifest is signed, so the service sends it itself.
+    const served = await t.inject('/api/game/builds/1/manifest');
+    expect(served.headers['x-accel-redirect']).toBeUndefined();
+    expect(served.rawPayload.toString()).toBe(manifest.text);
   });
 });
