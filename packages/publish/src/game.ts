@@ -159,21 +159,31 @@ async function uploadChunks(api: Api, manifest: ClientManifest, names: readonly 
   const progress = progressReporter(context.progress, 'upload chunks');
   let sent = 0;
   let next = 0;
+  // Once an upload has failed (its retries used up), the others take no further chunk.
+  let failed = false;
   const worker = async () => {
-    while (next < places.length) {
-      const { name, place } = places[next++] as (typeof places)[number];
-      const bytes = Buffer.alloc(place.size);
-      const handle = await fs.open(place.file, 'r');
-      try {
-        await handle.read(bytes, 0, place.size, place.offset);
-      } finally {
-        await handle.close();
+    try {
+      while (!failed && next < places.length) {
+        const { name, place } = places[next++] as (typeof places)[number];
+        const bytes = Buffer.alloc(place.size);
+        const handle = await fs.open(place.file, 'r');
+        try {
+          await handle.read(bytes, 0, place.size, place.offset);
+        } finally {
+          await handle.close();
+        }
+        await api.json('PUT', `/api/admin/game/chunks/${name}`, undefined, { bytes });
+        progress((sent += place.size), total);
       }
-      await api.json('PUT', `/api/admin/game/chunks/${name}`, undefined, { bytes });
-      progress((sent += place.size), total);
+    } catch (err) {
+      failed = true;
+      throw err;
     }
   };
-  await Promise.all(Array.from({ length: Math.min(UPLOADS_AT_ONCE, places.length) }, worker));
+  // Every upload under way ends (or fails) before the first failure is reported: it is the last line.
+  const settled = await Promise.allSettled(Array.from({ length: Math.min(UPLOADS_AT_ONCE, places.length) }, worker));
+  const failure = settled.find((result) => result.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
   progress.done();
   return { uploadedChunks: places.length, uploadedBytes: total };
 }

@@ -24,7 +24,8 @@ let server: string;
 let proxy: http.Server;
 let dir: string;
 let keys: { pub: string; key: string };
-const proxied = { chunkPuts: 0, putBytes: 0, failures: [] as number[], failing: '' };
+/** `failing`: a prefix of `METHOD /path` answered with the `failures` statuses (one each) first. */
+const proxied = { chunkPuts: 0, putBytes: 0, failures: [] as number[], failing: '', refusedPuts: 0 };
 
 beforeAll(async () => {
   const pair = await generateKeyPair('');
@@ -36,8 +37,9 @@ beforeAll(async () => {
   const base = new URL(await listen(t));
   token = await apiToken(t);
   proxy = http.createServer((req, res) => {
-    if (req.url?.startsWith(proxied.failing) && proxied.failures.length > 0) {
+    if (`${req.method} ${req.url}`.startsWith(proxied.failing) && proxied.failures.length > 0) {
       const status = proxied.failures.shift() ?? 503;
+      if (req.method === 'PUT') proxied.refusedPuts += 1;
       req.resume();
       res.writeHead(status, { 'retry-after': '0', 'content-type': 'text/html' }).end('<html>busy</html>');
       return;
@@ -53,7 +55,7 @@ afterAll(async () => {
   await t.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
-beforeEach(() => Object.assign(proxied, { chunkPuts: 0, putBytes: 0, failures: [], failing: '' }));
+beforeEach(() => Object.assign(proxied, { chunkPuts: 0, putBytes: 0, failures: [], failing: '', refusedPuts: 0 }));
 
 const run = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
   startCli(args, { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, 'state.json'), ...env }).done;
@@ -171,11 +173,13 @@ describe('launcher-publish game', () => {
     const bytes = fs.readFileSync(big);
     randomBytes(MiB).copy(bytes, 2 * MiB);
     fs.writeFileSync(big, Buffer.concat([bytes.subarray(0, 8 * MiB), randomBytes(MiB), bytes.subarray(8 * MiB)]));
-    proxied.failing = '/api/admin/game/chunks/';
+    proxied.failing = 'PUT /api/admin/game/chunks/';
     proxied.failures = [503, 429, 502];
     const result = await run(gameArgs(root, 2, ['--exclude', 'Logs/**', '--exclude', 'Interface/**']));
     expect(result.code, result.stderr).toBe(0);
-    expect(result.stderr.match(/retry \d\/5 in 0 s: (POST|PUT) \/api\/admin\/game\/chunks\/\S+: \d+/g)).toHaveLength(3);
+    expect(result.stderr.match(/retry \d\/5 in 0 s: PUT \/api\/admin\/game\/chunks\/[0-9a-f]{64}: \d+/g)).toHaveLength(
+      3,
+    );
     const answer = answerOf(result);
     expect(answer.uploadedBytes).toBeGreaterThan(2 * MiB);
     // Each change costs the chunks around it (at most 4 MiB each), never the whole file again.
@@ -184,6 +188,20 @@ describe('launcher-publish game', () => {
     expect(proxied.putBytes).toBe(answer.uploadedBytes);
     const builds = (await admin(t, 'GET', '/api/admin/game/builds')).json<{ buildCode: number }[]>();
     expect(builds.map((b) => b.buildCode)).toEqual([2, 1]);
+  });
+
+  it('chunk uploads that fail for good: the run ends with the error as its last line (after the uploads under way), no build', async () => {
+    const stops = client('stops');
+    proxied.failing = 'PUT /api/admin/game/chunks/';
+    proxied.failures = Array<number>(500).fill(503);
+    const result = await run(gameArgs(stops, 7, ['--exclude', 'Logs/**', '--exclude', 'Interface/**']));
+    expect(result.code).toBe(1);
+    expect(errorOf(result)).toMatch(/^PUT \/api\/admin\/game\/chunks\/[0-9a-f]{64}: 503/);
+    // The four uploads under way, each tried six times; no further chunk taken.
+    expect(proxied.refusedPuts).toBeLessThanOrEqual(4 * 6);
+    expect(proxied.chunkPuts).toBe(0);
+    const builds = (await admin(t, 'GET', '/api/admin/game/builds')).json<{ buildCode: number }[]>();
+    expect(builds.map((b) => b.buildCode)).not.toContain(7);
   });
 
   it('a manifest the service refuses: its {error} naming the fault, no build', async () => {
