@@ -420,6 +420,47 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
       expect(await t.app.ctx.storage.stat(chunkKey([...firstBuild().chunks.keys()][0]!))).not.toBeNull();
     });
 
+    it('never sweeps a chunk of a build created while the sweep runs', async () => {
+      const db = t.database.db;
+      const old = new Date(Date.now() - 48 * HOUR_MS).toISOString();
+      const expiry = t.app.ctx.config.uploadExpiryHours * HOUR_MS;
+      for (let round = 0; round < 4; round += 1) {
+        const code = 50 + round;
+        const manifest = manifestOf({ version: `r${round}`, buildCode: code }, [
+          { path: 'race.bin', content: randomBytes(20_000), chunkBytes: 1000 },
+        ]);
+        for (const [name, bytes] of manifest.chunks) await putChunk(t, name, bytes);
+        await db
+          .updateTable('gameChunks')
+          .set({ touchedAt: old })
+          .where('sha256', 'in', [...manifest.chunks.keys()])
+          .execute();
+        const [created] = await Promise.all([
+          t.inject({
+            method: 'POST',
+            url: '/api/admin/game/builds',
+            headers: { cookie: t.cookie },
+            payload: { version: `r${round}`, buildCode: code, manifest: manifest.text },
+          }),
+          t.app.ctx.gameChunks.sweep(new Date(Date.now() - expiry).toISOString()),
+        ]);
+        // Either the build came first (its chunks stay) or the sweep did (the build is refused).
+        if (created.statusCode === 201) {
+          const rows = await db
+            .selectFrom('gameChunks')
+            .select('sha256')
+            .where('sha256', 'in', [...manifest.chunks.keys()])
+            .execute();
+          expect(rows.length).toBe(manifest.chunks.size);
+          for (const name of manifest.chunks.keys())
+            expect(await t.app.ctx.storage.stat(chunkKey(name))).not.toBeNull();
+        } else {
+          expect(created.statusCode).toBe(400);
+          expect(created.json().error).toContain('is not stored');
+        }
+      }
+    });
+
     it('counts the store in /metrics', async () => {
       const text = (await t.inject('/metrics')).body;
       const chunks = await t.database.db.selectFrom('gameChunks').select('size').execute();

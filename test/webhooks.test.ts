@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { manifestOf, publishBuild } from './helpers/game.js';
 import type { App } from '../src/app.js';
 import { backoff } from '../src/db/jobs.js';
 import {
@@ -319,6 +320,32 @@ describe('delivery', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     const bodies = receiver.at('/scheduled').map((r) => JSON.parse(r.body) as { event: string; data: { id: string } });
     expect(bodies.map((b) => [b.event, b.data.id])).toEqual([['release.published', release.id]]);
+  });
+
+  it('sends game build events, a scheduled publication when it is due and not one rescheduled', async () => {
+    await register('/game', ['game.build.published', 'game.build.revoked']);
+    const soon = new Date(Date.now() + 1200).toISOString();
+    const later = new Date(Date.now() + 1_800_000).toISOString();
+    const build = (code: number) =>
+      manifestOf({ version: `g${code}`, buildCode: code }, [{ path: 'Data/x.mpq', content: Buffer.from(`x${code}`) }]);
+    expect((await publishBuild(t, { version: 'g1', buildCode: 1 }, build(1))).statusCode).toBe(201);
+    expect((await publishBuild(t, { version: 'g2', buildCode: 2 }, build(2), { publishAt: soon })).statusCode).toBe(
+      201,
+    );
+    expect((await publishBuild(t, { version: 'g3', buildCode: 3 }, build(3), { publishAt: soon })).statusCode).toBe(
+      201,
+    );
+    await admin(t, 'PUT', '/api/admin/game/builds/3', { publishAt: later });
+    await admin(t, 'POST', '/api/admin/game/builds/1/revoke');
+    const events = () =>
+      receiver
+        .at('/game')
+        .map((r) => JSON.parse(r.body) as { event: string; data: { buildCode: number } })
+        .map((b) => `${b.event} ${b.data.buildCode}`)
+        .sort();
+    await vi.waitFor(() => expect(events()).toHaveLength(3), { timeout: 4000 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(events()).toEqual(['game.build.published 1', 'game.build.published 2', 'game.build.revoked 1']);
   });
 
   it('sends a test event at once from the test button', async () => {

@@ -85,6 +85,14 @@ async function stillScheduled(db: Db, event: WebhookEventRow): Promise<boolean> 
       .executeTakeFirst();
     return row?.publishAt === at && row.published === 1;
   }
+  if (name === 'game.build.published') {
+    const build = await db
+      .selectFrom('gameBuilds')
+      .select(['publishAt', 'revokedAt'])
+      .where('buildCode', '=', Number(event.subjectId))
+      .executeTakeFirst();
+    return build?.publishAt === at && build.revokedAt === null;
+  }
   const row = await db
     .selectFrom('softwareVersions')
     .select(['publishAt', 'revokedAt'])
