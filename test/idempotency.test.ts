@@ -134,3 +134,56 @@ describe('Idempotency-Key on release creation', () => {
     expect(rows).toHaveLength(1);
   });
 });
+
+describe('a versionCode is used once per package', () => {
+  const body = (version: string) => ({
+    version,
+    versionCode: 700,
+    downloadType: 'url',
+    externalUrl: `https://cdn.example.test/${version}.zip`,
+  });
+
+  it('two concurrent creations with the same versionCode and different files (two instances, no key): one 201, one 409', async () => {
+    const pkg = await createPackage(t, { slug: 'code-once', name: 'Code once' });
+    const url = `/api/software/${pkg.id}/versions`;
+    const answers = await Promise.all([post(t.app, url, null, body('7.0.0')), post(second, url, null, body('7.0.1'))]);
+    expect(answers.map((res) => res.statusCode).sort()).toEqual([201, 409]);
+    const refused = answers.find((res) => res.statusCode === 409);
+    expect(refused?.json()).toEqual({
+      error: expect.stringMatching(/versionCode 700 is already used in this package/),
+    });
+    expect(await versionsOf(pkg.id)).toHaveLength(1);
+
+    // A replay of the first under its Idempotency-Key is not a reuse; another package may use the code.
+    const keyed = await createPackage(t, { slug: 'code-once-keyed', name: 'Keyed' });
+    const keyedUrl = `/api/software/${keyed.id}/versions`;
+    expect((await post(t.app, keyedUrl, '"code-700"', body('7.0.0'))).statusCode).toBe(201);
+    const replay = await post(second, keyedUrl, '"code-700"', body('7.0.0'));
+    expect(replay.statusCode).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(await versionsOf(keyed.id)).toHaveLength(1);
+  });
+
+  it('an update to a versionCode another version holds: 409, nothing changed', async () => {
+    const pkg = await createPackage(t, { slug: 'code-move', name: 'Code move' });
+    const url = `/api/software/${pkg.id}/versions`;
+    expect((await post(t.app, url, null, body('7.0.0'))).statusCode).toBe(201);
+    const other = await post(t.app, url, null, { ...body('7.1.0'), versionCode: 710 });
+    const id = other.json<{ id: string }>().id;
+    const moved = await t.inject({
+      method: 'PUT',
+      url: `/api/software/versions/${id}`,
+      headers: { cookie: t.cookie },
+      payload: { versionCode: 700 },
+    });
+    expect(moved.statusCode).toBe(409);
+    expect(moved.json()).toEqual({ error: expect.stringMatching(/versionCode 700 is already used/) });
+    const kept = await t.inject({
+      method: 'PUT',
+      url: `/api/software/versions/${id}`,
+      headers: { cookie: t.cookie },
+      payload: { versionCode: 710, version: '7.1.1' },
+    });
+    expect(kept.statusCode).toBe(200);
+  });
+});

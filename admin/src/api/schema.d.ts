@@ -6141,6 +6141,17 @@ export interface paths {
                         };
                     };
                 };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
             };
         };
         delete?: never;
@@ -6850,6 +6861,17 @@ export interface paths {
                 };
                 /** @description every failure */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

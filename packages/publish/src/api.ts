@@ -1,3 +1,7 @@
+import http from 'node:http';
+import https from 'node:https';
+import type net from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { paths } from './schema.js';
 
 /** The service's admin API over fetch, with the token from the environment (never printed). */
@@ -31,28 +35,61 @@ export type Version = Json<'/api/software/{id}/versions', 'post', 201>;
 export type Addon = Json<'/api/admin/addons/{idOrSlug}', 'get', 200>;
 export type Release = Json<'/api/releases', 'post', 201>;
 export type Me = Json<'/api/admin/me', 'get', 200>;
+export type GameBuild = Json<'/api/admin/game/builds', 'post', 201>;
+export type MissingChunks = Json<'/api/admin/game/chunks/missing', 'post', 200>;
 
 /** Answers a proxy or a busy service gives that a later attempt may not: retried. */
 const RETRIED = new Set([429, 502, 503, 504]);
 /** Waits before the retries (ms, doubled each time up to the last); a Retry-After up to RETRY_AFTER_MAX_S wins. */
 export const RETRY_DELAYS_MS = [1000, 2000, 4000, 8000, 16000];
 const RETRY_AFTER_MAX_S = 60;
+/** The default per-request deadline: an attempt that gets no answer (no byte) for this long fails and is retried. */
+export const REQUEST_TIMEOUT_MS = 60_000;
 
 /** The wait a `Retry-After` (seconds or an HTTP date) asks for, in ms; null when absent or unusable. */
-function retryAfterMs(header: string | null): number | null {
-  if (header === null) return null;
+export function retryAfterMs(header: string | null | undefined): number | null {
+  if (header === null || header === undefined) return null;
   const seconds = /^\d+$/.test(header.trim()) ? Number(header) : (Date.parse(header) - Date.now()) / 1000;
   if (!Number.isFinite(seconds)) return null;
   return Math.min(Math.max(seconds, 0), RETRY_AFTER_MAX_S) * 1000;
 }
 
 export interface RequestOptions {
-  /** Sent as `Idempotency-Key`: a 409 (the same request still being answered) is then retried too. */
+  /** Sent as `Idempotency-Key`: a 409 with `Retry-After` (the same request still being answered) is then retried too. */
   idempotencyKey?: string;
+  /** The request's body as raw bytes (`application/octet-stream`) instead of JSON. */
+  bytes?: Uint8Array<ArrayBuffer>;
+}
+
+/** A failed attempt as the retry policy sees it: its status (null: no answer) and its `Retry-After`. */
+export interface Failure {
+  status: number | null;
+  retryAfterMs: number | null;
+  message: string;
+}
+
+/**
+ * The keep-alive connections of the command's tus uploads. Each socket carries the per-request
+ * deadline: silent for `timeoutMs` (a service that accepts and never answers), it is destroyed and
+ * the request fails (and is retried). `destroy()` ends them all, a request the service answered
+ * early and stopped reading included: the command exits when its work is done.
+ */
+function deadlineAgent(protocol: string, timeoutMs: number): http.Agent {
+  const Agent = protocol === 'https:' ? https.Agent : http.Agent;
+  const agent = new Agent({ keepAlive: true });
+  const createConnection = agent.createConnection.bind(agent) as (...args: unknown[]) => Duplex;
+  agent.createConnection = (...args: unknown[]) => {
+    const socket = createConnection(...args) as net.Socket;
+    socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
+    return socket;
+  };
+  return agent;
 }
 
 export class Api {
   readonly server: string;
+  /** The connections of tus uploads (given to tus-js-client's Node HTTP stack). */
+  readonly agent: http.Agent;
 
   constructor(
     server: string,
@@ -60,6 +97,7 @@ export class Api {
     /** Told each retry (a line for stderr). */
     private readonly log: (line: string) => void = () => undefined,
     private readonly delaysMs: readonly number[] = RETRY_DELAYS_MS,
+    private readonly timeoutMs: number = REQUEST_TIMEOUT_MS,
   ) {
     let url: URL;
     try {
@@ -69,6 +107,7 @@ export class Api {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('--server: must be an http(s) URL');
     this.server = url.origin + url.pathname.replace(/\/+$/, '');
+    this.agent = deadlineAgent(url.protocol, timeoutMs);
   }
 
   /** Headers that authenticate a request (also handed to the tus client). */
@@ -80,27 +119,44 @@ export class Api {
     return this.server + path;
   }
 
+  /** The policy's delays, a copy (tus-js-client's `retryDelays`, which `retryWait`'s waits overwrite). */
+  retryDelays(): number[] {
+    return [...this.delaysMs];
+  }
+
   /**
-   * A JSON request to `path` (under the server) or to an absolute URL the service answered. 429, 502,
-   * 503, 504 and network errors are retried after the next of the delays (or the answer's
-   * `Retry-After`), each retry logged; so is a 409 of a request sent with an idempotency key.
+   * The one retry policy of every request the command makes: after `attempt` failed attempts, the
+   * wait (ms) before the next one, logged; null when `failure` is not retried or the retries are
+   * used up. Retried: no answer (network errors, the deadline), 429, 502, 503, 504 and the statuses
+   * in `alsoRetried`; the wait is the answer's `Retry-After`, else the next of the delays.
+   */
+  retryWait(attempt: number, failure: Failure, alsoRetried: readonly number[] = []): number | null {
+    const delay = this.delaysMs[attempt];
+    const { status } = failure;
+    const retried = status === null || RETRIED.has(status) || alsoRetried.includes(status);
+    if (!retried || delay === undefined) return null;
+    const wait = failure.retryAfterMs ?? delay;
+    this.log(`retry ${attempt + 1}/${this.delaysMs.length} in ${Math.round(wait / 100) / 10} s: ${failure.message}`);
+    return wait;
+  }
+
+  /**
+   * A JSON request to `path` (under the server) or to an absolute URL the service answered, retried
+   * by `retryWait`; so is a 409 with `Retry-After` of a request sent with an idempotency key (the
+   * same request still being answered).
    */
   async json<T>(method: string, path: string, body?: unknown, request: RequestOptions = {}): Promise<T> {
     for (let attempt = 0; ; attempt += 1) {
-      const delay = this.delaysMs[attempt];
       try {
         return await this.once<T>(method, path, body, request);
       } catch (err) {
-        const status = err instanceof ApiError ? err.status : null;
-        const retried =
-          status === null
-            ? !(err instanceof ApiError)
-            : RETRIED.has(status) || (status === 409 && request.idempotencyKey !== undefined);
-        if (!retried || delay === undefined) throw err;
-        const wait = (err instanceof ApiError ? err.retryAfterMs : null) ?? delay;
-        this.log(
-          `retry ${attempt + 1}/${this.delaysMs.length} in ${Math.round(wait / 100) / 10} s: ${(err as Error).message}`,
-        );
+        const failure: Failure =
+          err instanceof ApiError
+            ? { status: err.status, retryAfterMs: err.retryAfterMs, message: err.message }
+            : { status: null, retryAfterMs: null, message: (err as Error).message };
+        const inFlight = request.idempotencyKey !== undefined && failure.retryAfterMs !== null ? [409] : [];
+        const wait = this.retryWait(attempt, failure, inFlight);
+        if (wait === null) throw err;
         await new Promise((resolve) => setTimeout(resolve, wait));
       }
     }
@@ -108,23 +164,32 @@ export class Api {
 
   private async once<T>(method: string, path: string, body: unknown, request: RequestOptions): Promise<T> {
     let res: Response;
+    let text: string;
+    const json = body !== undefined && request.bytes === undefined;
     try {
       res = await fetch(/^https?:\/\//.test(path) ? path : this.url(path), {
         method,
         headers: {
           ...this.headers,
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...(json ? { 'content-type': 'application/json' } : {}),
+          ...(request.bytes !== undefined ? { 'content-type': 'application/octet-stream' } : {}),
           ...(request.idempotencyKey !== undefined ? { 'idempotency-key': `"${request.idempotencyKey}"` } : {}),
         },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(json ? { body: JSON.stringify(body) } : {}),
+        ...(request.bytes !== undefined ? { body: request.bytes } : {}),
+        signal: AbortSignal.timeout(this.timeoutMs),
       });
+      text = await res.text();
     } catch (err) {
       const cause = (err as Error).cause;
-      throw new Error(`${method} ${path}: ${cause instanceof Error ? cause.message : (err as Error).message}`, {
-        cause: err,
-      });
+      const reason =
+        (err as Error).name === 'TimeoutError'
+          ? `no answer within ${this.timeoutMs / 1000} s`
+          : cause instanceof Error
+            ? cause.message
+            : (err as Error).message;
+      throw new Error(`${method} ${path}: ${reason}`, { cause: err });
     }
-    const text = await res.text();
     let answer: unknown = null;
     try {
       answer = text === '' ? null : JSON.parse(text);
@@ -140,6 +205,11 @@ export class Api {
       );
     }
     return answer as T;
+  }
+
+  /** Ends the command's connections (the tus uploads'; fetch's idle ones hold nothing). */
+  close(): void {
+    this.agent.destroy();
   }
 }
 

@@ -24,8 +24,9 @@ function topHelp(): string {
     'else $XDG_STATE_HOME/launcher-publish/uploads.json (~/.local/state/launcher-publish/uploads.json):',
     'rerunning the same command resumes the upload where it stopped.',
     'Success: one JSON line on stdout, exit 0. Failure: {"error": ...} on stderr, exit 1.',
-    'Requests answered 429, 502, 503 or 504, and network errors, are retried with backoff (Retry-After',
-    'honoured, at most 5 retries, each told on stderr); versions and releases are created with an',
+    "Every request (the uploads' too) answered 429, 502, 503 or 504, or unanswered (network errors, no answer",
+    'within --timeout), is retried with backoff (Retry-After honoured, at most 5 retries, each told on stderr);',
+    'a versionCode another version holds is a conflict; versions and releases are created with an',
     'Idempotency-Key made from the package, version and SHA-256, so concurrent runs make one entry.',
     "Run `launcher-publish <command> -h` for a command's options; `launcher-publish --version` for this one's.",
   ].join('\n');

@@ -14,8 +14,27 @@ import {
   releaseTrustedComment,
   versionTrustedComment,
 } from 'patchwell-client/minisign';
-import { type Addon, Api, ApiError, type Me, type Package, type Release, tokenFrom, type Version } from './api.js';
-import { generateKeyPair, parseSecretKey, signFile } from './minisign.js';
+import {
+  type Addon,
+  Api,
+  ApiError,
+  type Me,
+  type Package,
+  type Release,
+  REQUEST_TIMEOUT_MS,
+  RETRY_DELAYS_MS,
+  tokenFrom,
+  type Version,
+} from './api.js';
+import {
+  clientManifest,
+  manifestOptions,
+  manifestPrehash,
+  manifestTrustedComment,
+  publishBuild,
+  walkClient,
+} from './game.js';
+import { generateKeyPair, parseSecretKey, signPrehash } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
@@ -36,6 +55,10 @@ export interface Command {
 
 const server: OptionSpecs = {
   server: { value: 'URL', help: 'the service, e.g. https://dist.example.com', required: true },
+  timeout: {
+    value: 'S',
+    help: `give up on a request that gets no answer for S seconds, then retry it (default ${REQUEST_TIMEOUT_MS / 1000})`,
+  },
 };
 
 /** Options of the commands that upload a build. */
@@ -62,34 +85,36 @@ const changelog: OptionSpecs = {
 };
 
 /**
- * The build's minisign signature when `--sign-key` is given, its trusted comment binding it to what
- * it is published as; made before the upload, so that a wrong key or password fails first.
+ * The minisign signature when `--sign-key` is given (or `--signature`'s, checked), its trusted comment
+ * binding it to what it is published as; made before the upload, so that a wrong key or password
+ * fails first. `prehashOf` answers the signed bytes' prehash (a build file's, a game manifest's).
  */
-async function signatureFor(
+export async function signatureFor(
   options: ParsedOptions,
   context: Context,
-  file: LocalFile,
+  prehashOf: () => Promise<Buffer>,
   trustedComment: string,
 ): Promise<string | undefined> {
   const keyFile = options.get('sign-key');
   const given = options.get('signature');
   if (keyFile !== undefined && given !== undefined)
     throw new UsageError('--sign-key and --signature: give one of them');
-  if (given !== undefined) return checkedSignature(await fs.readFile(given, 'utf8'), options, file, trustedComment);
+  if (given !== undefined)
+    return checkedSignature(await fs.readFile(given, 'utf8'), options, prehashOf, trustedComment);
   if (keyFile === undefined) return undefined;
   const key = await parseSecretKey(await fs.readFile(keyFile, 'utf8'), context.env.LAUNCHER_SIGN_PASSWORD ?? '');
-  return signFile(key, file.path, trustedComment);
+  return signPrehash(key, await prehashOf(), trustedComment);
 }
 
 /**
  * A signature made elsewhere (`minisign -S` on an offline machine), checked before anything is sent:
- * its trusted comment names this package or addon, version and file SHA-256; with
- * `--publisher-key` it must also verify with that key over this file.
+ * its trusted comment names what is published (package or addon and version, or game build, and the
+ * SHA-256); with `--publisher-key` it must also verify with that key over these bytes.
  */
 async function checkedSignature(
   text: string,
   options: ParsedOptions,
-  file: LocalFile,
+  prehashOf: () => Promise<Buffer>,
   trustedComment: string,
 ): Promise<string> {
   let signature: MinisignSignature;
@@ -104,7 +129,7 @@ async function checkedSignature(
   const publisherKey = options.get('publisher-key');
   if (publisherKey !== undefined) {
     const keys = parsePublicKeys(await fs.readFile(publisherKey, 'utf8'));
-    const verdict = checkSignature(signature, keys, await prehashFile(file.path), trustedComment);
+    const verdict = checkSignature(signature, keys, await prehashOf(), trustedComment);
     if (!verdict.ok) throw new Error(`--signature: ${verdict.reason}`);
   }
   return text;
@@ -127,9 +152,27 @@ const versionId: OptionSpecs = {
   'version-id': { value: 'ID', help: 'the launcher version', required: true },
 };
 
-function apiFor(options: ParsedOptions, context: Context): Api {
-  return new Api(options.require('server'), tokenFrom(context.env), (line) => context.progress.write(line + '\n'));
-}
+/**
+ * A command's run function on an `Api` for `--server`, whose connections are closed when it is done
+ * (a connection kept alive would hold the process until the service's idle timeout).
+ */
+const withApi =
+  (run: (api: Api, options: ParsedOptions, context: Context) => Promise<unknown>) =>
+  async (options: ParsedOptions, context: Context): Promise<unknown> => {
+    const timeoutS = integerOption(options, 'timeout', 1, 86_400);
+    const api = new Api(
+      options.require('server'),
+      tokenFrom(context.env),
+      (line) => context.progress.write(line + '\n'),
+      RETRY_DELAYS_MS,
+      timeoutS === undefined ? REQUEST_TIMEOUT_MS : timeoutS * 1000,
+    );
+    try {
+      return await run(api, options, context);
+    } finally {
+      api.close();
+    }
+  };
 
 /** Roles that may publish versions and releases (the service's own rule): checked before uploading. */
 const PUBLISHING_ROLES: readonly string[] = ['owner', 'publisher'];
@@ -197,7 +240,8 @@ function sameFile<T extends { sha256: string | null }>(existing: T, file: LocalF
 /**
  * Uploads the build (resuming a remembered upload), creates the entry, then forgets the upload. A 422
  * from the creation is a concurrent run of this build (its own upload, so another body under the same
- * Idempotency-Key) that made the entry first: `made` looks it up.
+ * Idempotency-Key) that made the entry first, a 409 a concurrent run that took the versionCode:
+ * `made` looks it up (a conflict when it holds another file).
  */
 async function publishFile<T>(
   api: Api,
@@ -213,7 +257,8 @@ async function publishFile<T>(
   const stored = await uploadFile(api, file, { state, progress, chunkBytes });
   progress.done();
   const created = await create(stored.filePath).catch(async (err: unknown) => {
-    const existing = err instanceof ApiError && err.status === 422 ? await made() : undefined;
+    const raced = err instanceof ApiError && (err.status === 422 || err.status === 409);
+    const existing = raced ? await made() : undefined;
     if (existing === undefined) throw err;
     return existing;
   });
@@ -221,8 +266,7 @@ async function publishFile<T>(
   return created;
 }
 
-async function publishVersion(options: ParsedOptions, context: Context): Promise<unknown> {
-  const api = apiFor(options, context);
+async function publishVersion(api: Api, options: ParsedOptions, context: Context): Promise<unknown> {
   const slug = options.require('package');
   const version = options.require('version');
   const versionCode = integerOption(options, 'version-code', 0, Number.MAX_SAFE_INTEGER) ?? 0;
@@ -233,7 +277,10 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const pkgPath = `/api/admin/software/${encodeURIComponent(slug)}`;
   const pkg = await api.json<Package>('GET', pkgPath).catch(async (err: unknown) => {
     if (!(err instanceof ApiError && err.status === 404 && options.flag('create-package'))) throw err;
-    await api.json('POST', '/api/software', { slug, ...packageFields(options) });
+    // A concurrent first run may create it first (409): the package with this slug is used either way.
+    await api.json('POST', '/api/software', { slug, ...packageFields(options) }).catch((failure: unknown) => {
+      if (!(failure instanceof ApiError && failure.status === 409)) throw failure;
+    });
     return api.json<Package>('GET', pkgPath);
   });
   /** The stored version of this versionCode when it holds this file and version (a rerun), else a conflict. */
@@ -259,7 +306,7 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   const fileSignature = await signatureFor(
     options,
     context,
-    file,
+    () => prehashFile(file.path),
     versionTrustedComment({ slug, versionCode, sha256: file.sha256 }),
   );
   return publishFile(
@@ -290,8 +337,7 @@ async function publishVersion(options: ParsedOptions, context: Context): Promise
   );
 }
 
-async function publishRelease(options: ParsedOptions, context: Context): Promise<unknown> {
-  const api = apiFor(options, context);
+async function publishRelease(api: Api, options: ParsedOptions, context: Context): Promise<unknown> {
   const slug = options.require('addon');
   const version = options.require('version');
   const requires = (options.get('requires') ?? '')
@@ -313,7 +359,7 @@ async function publishRelease(options: ParsedOptions, context: Context): Promise
   const fileSignature = await signatureFor(
     options,
     context,
-    file,
+    () => prehashFile(file.path),
     releaseTrustedComment({ slug, version, sha256: file.sha256 }),
   );
   return publishFile(
@@ -345,11 +391,39 @@ function versionPath(options: ParsedOptions): string {
   return `/api/software/versions/${encodeURIComponent(options.require('version-id'))}`;
 }
 
-const setRollout = (percent: (options: ParsedOptions) => number) => (options: ParsedOptions, context: Context) =>
-  apiFor(options, context).json<Version>('PUT', versionPath(options), { rolloutPercent: percent(options) });
+const setRollout = (percent: (options: ParsedOptions) => number) =>
+  withApi((api, options) => api.json<Version>('PUT', versionPath(options), { rolloutPercent: percent(options) }));
 
-const setRevoked = (action: 'revoke' | 'unrevoke') => (options: ParsedOptions, context: Context) =>
-  apiFor(options, context).json<Version>('POST', `${versionPath(options)}/${action}`);
+const setRevoked = (action: 'revoke' | 'unrevoke') =>
+  withApi((api, options) => api.json<Version>('POST', `${versionPath(options)}/${action}`));
+
+/** `launcher-publish game`: the client folder as a build; with `--manifest-out`, only its manifest. */
+async function publishGame(options: ParsedOptions, context: Context): Promise<unknown> {
+  const buildCode = integerOption(options, 'build-code', 1, Number.MAX_SAFE_INTEGER);
+  if (buildCode === undefined) throw new UsageError('--build-code is required');
+  const fields = defined({
+    changelogZh: options.get('changelog-zh'),
+    changelogEn: options.get('changelog-en'),
+    forceUpdate: options.flag('force-update') || undefined,
+    publishAt: publishAt(options),
+  });
+  const manifestOut = options.get('manifest-out');
+  if (manifestOut === undefined) options.require('server');
+  const build = manifestOptions(options, buildCode);
+  const files = await walkClient(options.require('dir'), options.all('exclude'));
+  const manifest = await clientManifest(files, build, context);
+  const trustedComment = manifestTrustedComment(build, manifest);
+  if (manifestOut !== undefined) {
+    await fs.writeFile(manifestOut, manifest.text);
+    const { files: count, totalBytes } = manifest;
+    return { manifest: manifestOut, sha256: manifest.sha256, trustedComment, files: count, totalBytes };
+  }
+  const manifestSignature = await signatureFor(options, context, manifestPrehash(manifest), trustedComment);
+  return withApi(async (api) => {
+    await checkRole(api);
+    return publishBuild(api, build, manifest, { ...fields, ...defined({ manifestSignature }) }, context);
+  })(options, context);
+}
 
 export const commands: Record<string, Command> = {
   keygen: {
@@ -388,7 +462,7 @@ export const commands: Record<string, Command> = {
         help: 'publish at this time (ISO 8601 with its offset, e.g. 2030-01-01T08:00:00Z)',
       },
     },
-    run: publishVersion,
+    run: withApi(publishVersion),
   },
   release: {
     summary: 'upload an addon build (resumable) and create its release; rerunning is safe',
@@ -400,7 +474,51 @@ export const commands: Record<string, Command> = {
       ...changelog,
       requires: { value: 'SLUG,...', help: 'addons this release requires' },
     },
-    run: publishRelease,
+    run: withApi(publishRelease),
+  },
+  game: {
+    summary:
+      'publish a game client folder as a build: files cut into chunks (FastCDC), only the chunks the ' +
+      'service lacks uploaded; rerunning is safe',
+    options: {
+      ...server,
+      server: { ...server.server, required: false, help: `${server.server?.help} (not with --manifest-out)` },
+      dir: { value: 'CLIENT', help: 'the game client folder (regular files only)', required: true },
+      app: { value: 'NAME', help: "the service's APP_NAME (the manifest's app)", required: true },
+      version: { value: 'V', help: 'the build version, e.g. 1.18.3', required: true },
+      'build-code': { value: 'N', help: 'the integer build code (1 or more), unique', required: true },
+      ...changelog,
+      'force-update': { help: 'force the update on launchers below this build' },
+      'publish-at': {
+        value: 'ISO',
+        help: 'publish at this time (ISO 8601 with its offset, e.g. 2030-01-01T08:00:00Z)',
+      },
+      remove: {
+        value: 'GLOB',
+        multiple: true,
+        help: 'files launchers delete when the manifest does not list them (e.g. "Data/patch-*.mpq")',
+      },
+      initial: {
+        value: 'PATH',
+        multiple: true,
+        help: 'files written only when absent, then left to the player (e.g. WTF/Config.wtf; globs too)',
+      },
+      exclude: { value: 'GLOB', multiple: true, help: 'leave these paths (files or folders) out, e.g. "Logs/**"' },
+      'sign-key': {
+        value: 'FILE',
+        help: 'sign the manifest with this minisign secret key (its password in LAUNCHER_SIGN_PASSWORD)',
+      },
+      signature: {
+        value: 'FILE.minisig',
+        help: 'a signature of the manifest made elsewhere (see --manifest-out), checked before the upload',
+      },
+      'publisher-key': { value: 'PUB', help: 'with --signature: the minisign public key it must verify with' },
+      'manifest-out': {
+        value: 'FILE',
+        help: 'write the manifest to FILE (to sign it elsewhere) and upload nothing',
+      },
+    },
+    run: publishGame,
   },
   rollout: {
     summary: "set a version's rollout percentage",

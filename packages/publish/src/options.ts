@@ -9,6 +9,8 @@ export interface OptionSpec {
   value?: string;
   help: string;
   required?: boolean;
+  /** Given any number of times (`--exclude A --exclude B`): read with `all`. */
+  multiple?: boolean;
 }
 
 export type OptionSpecs = Record<string, OptionSpec>;
@@ -18,16 +20,20 @@ export interface ParsedOptions {
   get(name: string): string | undefined;
   require(name: string): string;
   flag(name: string): boolean;
+  /** Every value of a `multiple` option, in the order given. */
+  all(name: string): string[];
 }
 
 export class UsageError extends Error {}
 
 export function parseOptions(argv: string[], specs: OptionSpecs): ParsedOptions & { help: boolean } {
-  const config: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+  const config: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {
     help: { type: 'boolean', short: 'h' },
   };
-  for (const [name, spec] of Object.entries(specs)) config[name] = { type: spec.value ? 'string' : 'boolean' };
-  let values: Record<string, string | boolean | undefined>;
+  for (const [name, spec] of Object.entries(specs)) {
+    config[name] = { type: spec.value ? 'string' : 'boolean', ...(spec.multiple ? { multiple: true } : {}) };
+  }
+  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   try {
     ({ values } = parseArgs({ args: argv, options: config, strict: true, allowPositionals: false }));
   } catch (err) {
@@ -52,12 +58,16 @@ export function parseOptions(argv: string[], specs: OptionSpecs): ParsedOptions 
       return value;
     },
     flag: (name) => values[name] === true,
+    all: (name) => {
+      const value = values[name];
+      return (Array.isArray(value) ? value : [value]).filter((item): item is string => typeof item === 'string');
+    },
   };
 }
 
 export function renderOptions(specs: OptionSpecs): string {
   const rows = Object.entries(specs).map(([name, spec]) => {
-    const left = `  --${name}${spec.value ? ` ${spec.value}` : ''}`;
+    const left = `  --${name}${spec.value ? ` ${spec.value}` : ''}${spec.multiple ? ' …' : ''}`;
     return { left, right: `${spec.help}${spec.required ? ' (required)' : ''}` };
   });
   rows.push({ left: '  -h, --help', right: 'show this help' });

@@ -1397,6 +1397,17 @@ export interface paths {
                         };
                     };
                 };
+                /** @description every failure */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
             };
         };
         delete?: never;
@@ -1541,6 +1552,17 @@ export interface paths {
                 };
                 /** @description every failure */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description every failure */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -6,8 +6,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Upload } from 'tus-js-client';
-import type { Api, StoredFile } from './api.js';
+import { DefaultHttpStack, type DetailedError, Upload } from 'tus-js-client';
+import { type Api, type Failure, retryAfterMs, type StoredFile } from './api.js';
 import type { Progress } from './progress.js';
 import { FileUrlStorage } from './state.js';
 import { CHUNK_BYTES, startResuming, storedFile } from './tus.js';
@@ -59,7 +59,15 @@ export async function uploadFile(api: Api, file: LocalFile, options: UploadOptio
       metadata: { filename: file.name, filetype: 'application/octet-stream' },
       uploadSize: file.size,
       chunkSize: options.chunkBytes ?? CHUNK_BYTES,
-      retryDelays: [0, 1000, 3000, 5000],
+      httpStack: new DefaultHttpStack({ agent: api.agent }),
+      // The command's retry policy, not tus-js-client's own (which ignores Retry-After).
+      retryDelays: api.retryDelays(),
+      onShouldRetry: (err, attempt, upload) => {
+        const wait = api.retryWait(attempt, tusFailure(err), TUS_RETRIED);
+        if (wait === null || !upload.retryDelays) return false;
+        upload.retryDelays[attempt] = wait;
+        return true;
+      },
       fingerprint: async () => fingerprint,
       urlStorage: options.state,
       storeFingerprintForResuming: true,
@@ -76,6 +84,22 @@ export async function uploadFile(api: Api, file: LocalFile, options: UploadOptio
     throw new Error(`the service stored ${stored.size} bytes with SHA-256 ${stored.sha256}, not this file`);
   }
   return stored;
+}
+
+/** Besides the policy's: 409 (the offset moved: another run's PATCH) and 423 (the upload locked), resumed. */
+const TUS_RETRIED = [409, 423];
+
+/** A failed tus request as the retry policy sees it. */
+function tusFailure(err: DetailedError): Failure {
+  const response = err.originalResponse;
+  const status = response === null ? null : response.getStatus();
+  const request = err.originalRequest;
+  const cause = err.causingError?.message ?? err.message;
+  return {
+    status,
+    retryAfterMs: retryAfterMs(response?.getHeader('retry-after')),
+    message: `${request.getMethod()} ${new URL(request.getURL()).pathname}: ${status ?? cause}`,
+  };
 }
 
 /** A file's identity in the state file: the server, its size and its SHA-256. */

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -26,7 +26,9 @@ let dir: string;
  * PATCH bytes forwarded; statuses to answer (one each) before forwarding the requests they match;
  * the first two POSTs to a path ending in `together` are held until both have come, then forwarded at once.
  */
-const proxied = { patchBytes: 0, failures: [] as number[], failing: '', together: '' };
+const proxied = { patchBytes: 0, failures: [] as number[], failing: '', together: '', stallPatch: false };
+/** Sockets of PATCHes answered early and never read further (`stallPatch`), destroyed after the test. */
+const stalled: net.Socket[] = [];
 const held: (() => void)[] = [];
 
 beforeAll(async () => {
@@ -40,6 +42,16 @@ beforeAll(async () => {
       const status = proxied.failures.shift() ?? 503;
       req.resume();
       res.writeHead(status, { 'retry-after': '0', 'content-type': 'text/html' }).end('<html>busy</html>');
+      return;
+    }
+    if (proxied.stallPatch && req.method === 'PATCH') {
+      // Answered at once (another run moved the offset), the rest of the body never read: the
+      // client's socket stays busy until someone closes it.
+      proxied.stallPatch = false;
+      req.pause();
+      req.socket.pause();
+      req.socket.write('HTTP/1.1 409 Conflict\r\ncontent-length: 0\r\n\r\n');
+      stalled.push(req.socket);
       return;
     }
     const send = () => forward(base, req, res, (bytes) => (proxied.patchBytes += bytes));
@@ -62,7 +74,8 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 beforeEach(() => {
-  Object.assign(proxied, { patchBytes: 0, failures: [], failing: '', together: '' });
+  Object.assign(proxied, { patchBytes: 0, failures: [], failing: '', together: '', stallPatch: false });
+  for (const socket of stalled.splice(0)) socket.destroy();
 });
 
 const run = (args: string[], env: Record<string, string> = {}, state = 'state.json'): Promise<Run> =>
@@ -89,7 +102,7 @@ describe('launcher-publish in CI', () => {
   it('-h on the command and every subcommand; --version; the help states the ranges accepted', async () => {
     const top = await run(['-h']);
     expect(top.code).toBe(0);
-    for (const command of ['keygen', 'version', 'release', 'rollout', 'halt', 'revoke', 'unrevoke']) {
+    for (const command of ['keygen', 'version', 'release', 'game', 'rollout', 'halt', 'revoke', 'unrevoke']) {
       const help = await run([command, '-h']);
       expect(help.code, command).toBe(0);
       expect(help.stdout).toContain('-h, --help');
@@ -186,6 +199,48 @@ describe('launcher-publish in CI', () => {
     expect(releases).toHaveLength(1);
   });
 
+  it('tus requests follow the same policy: 429/502/503/504 on POST and PATCH retried after Retry-After, then gives up after 5', async () => {
+    proxied.failing = '/api/admin/uploads';
+    proxied.failures = [429, 503, 502, 504, 429];
+    const started = Date.now();
+    const result = await run(versionArgs(build('tus-retry.bin'), 420));
+    expect(result.code, result.stderr).toBe(0);
+    const retries = result.stderr.match(/retry \d\/5 in 0 s: POST \/api\/admin\/uploads: \d+/g);
+    expect(retries).toHaveLength(5);
+    // Retry-After: 0 honoured (the policy's own delays would wait 31 s, tus-js-client's 9 s).
+    expect(Date.now() - started).toBeLessThan(8000);
+
+    proxied.failing = '/api/admin/uploads';
+    proxied.failures = [503, 503, 503, 503, 503, 503];
+    const gaveUp = await run(versionArgs(build('tus-gives-up.bin'), 421));
+    expect(gaveUp.code).toBe(1);
+    expect(gaveUp.stderr.match(/retry \d\/5/g)).toHaveLength(5);
+    expect(errorOf(gaveUp)).toMatch(/503/);
+  });
+
+  it('exits when its work is done, even with a PATCH the server answered early and stopped reading', async () => {
+    proxied.stallPatch = true;
+    const started = Date.now();
+    const result = await run(versionArgs(build('stalled.bin', 24 << 20), 430, ['--chunk-size', String(8 << 20)]));
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/retry 1\/5 in 1 s: PATCH .*: 409/);
+    expect(JSON.parse(result.stdout)).toMatchObject({ versionCode: 430 });
+    // Without closing its connections it would wait for the proxy to drop the stalled one (never).
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
+
+  it('two concurrent runs with one versionCode and different files: one version, the other run a conflict', async () => {
+    proxied.together = '/versions';
+    const [a, b] = await Promise.all([
+      run(versionArgs(build('code-a.bin'), 440), {}, 'state-ca.json'),
+      run(versionArgs(build('code-b.bin'), 440), {}, 'state-cb.json'),
+    ]);
+    expect([a.code, b.code].sort()).toEqual([0, 1]);
+    const failed = a.code === 1 ? a : b;
+    expect(errorOf(failed)).toMatch(/^conflict: ci-launcher versionCode 440 .*already exists with a different file/);
+    expect((await versions()).filter((v) => v.versionCode === 440)).toHaveLength(1);
+  });
+
   it("--signature FILE.minisig: Debian's minisign -S on an offline machine; checked before anything is sent", async () => {
     const offline = minisignKeyPair(dir, 'offline');
     const other = minisignKeyPair(dir, 'other');
@@ -236,5 +291,19 @@ describe('launcher-publish in CI', () => {
     const pkg = await admin(t, 'GET', '/api/admin/software/ci-new');
     expect(pkg.json()).toMatchObject({ nameZh: '新启动器', nameEn: 'New launcher', descriptionEn: 'Fresh' });
     expect(pkg.json<{ versions: unknown[] }>().versions).toHaveLength(1);
+  });
+
+  it('two concurrent first runs with --create-package: the package one of them made is used by both', async () => {
+    const file = build('race.bin');
+    const args = versionArgs(file, 1, ['--create-package', '--name', '竞速']);
+    args[args.indexOf('--package') + 1] = 'ci-race';
+    proxied.together = '/api/software';
+    const [a, b] = await Promise.all([run(args, {}, 'state-pa.json'), run(args, {}, 'state-pb.json')]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    expect(JSON.parse(a.stdout).id).toBe(JSON.parse(b.stdout).id);
+    const list = (await admin(t, 'GET', '/api/software')).json<{ slug: string }[] | { items: { slug: string }[] }>();
+    const slugs = (Array.isArray(list) ? list : list.items).map((p) => p.slug);
+    expect(slugs.filter((slug) => slug === 'ci-race')).toHaveLength(1);
   });
 });

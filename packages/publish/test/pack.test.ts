@@ -27,6 +27,11 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
       ]),
     );
     expect(files.filter((f) => f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
+    // The docs name the tarball npm pack makes.
+    const docs = fs.readFileSync(path.join(PACKAGE, '../../docs/publishing.md'), 'utf8');
+    const named = [...docs.matchAll(/\.\/([\w-]+)-\*\.tgz/g)].map((m) => m[1]);
+    expect(named.length).toBeGreaterThan(0);
+    for (const name of named) expect(info.filename).toMatch(new RegExp(`^${name}-\\d`));
     const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE, 'package.json'), 'utf8'));
     // Only what the registry has: the client is in dist/cli.js, not a dependency to fetch.
     expect(Object.keys(manifest.dependencies)).not.toContain('patchwell-client');

@@ -1,6 +1,7 @@
 import type { Db, Engine } from '../../db/index.js';
 import type { PackageRow, VersionRow } from '../../db/schema.js';
 import { CHANNEL } from '../../domain/channel.js';
+import { conflict } from '../../http/errors.js';
 
 export function findPackage(db: Db, idOrSlug: string): Promise<PackageRow | undefined> {
   return db
@@ -43,6 +44,31 @@ export async function latestVersion(db: Db, packageId: string): Promise<VersionR
     .orderBy('createdAt', 'desc')
     .limit(1)
     .executeTakeFirst();
+}
+
+/**
+ * Refuses a `versionCode` another version of the package (in the channel) holds: 409. Creations hold
+ * `lockPackage`, so two concurrent ones cannot both pass.
+ */
+export async function requireFreeVersionCode(
+  db: Db,
+  packageId: string,
+  versionCode: number,
+  exceptId: string | null = null,
+): Promise<void> {
+  let query = db
+    .selectFrom('softwareVersions')
+    .select(['id', 'version'])
+    .where('packageId', '=', packageId)
+    .where('wowVersion', '=', CHANNEL)
+    .where('versionCode', '=', versionCode);
+  if (exceptId !== null) query = query.where('id', '!=', exceptId);
+  const taken = await query.executeTakeFirst();
+  if (taken) {
+    throw conflict(
+      `versionCode ${versionCode} is already used in this package (version ${taken.version}, id ${taken.id})`,
+    );
+  }
 }
 
 export function findVersion(db: Db, id: string): Promise<VersionRow | undefined> {

@@ -285,7 +285,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               summary: 'Publish a version; it becomes the latest of its package',
               params: IdParams,
               body: VersionCreateBody,
-              response: { 201: VersionWithLangSchema, 400: ErrorResponse, 404: ErrorResponse },
+              response: { 201: VersionWithLangSchema, 400: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse },
             },
           },
           async (request, reply) => {
@@ -303,7 +303,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               summary: 'Change a version; only the fields sent change; isLatest: true moves the flag',
               params: VersionParams,
               body: VersionUpdateBody,
-              response: { 200: VersionWithLangSchema, 400: ErrorResponse, 404: ErrorResponse },
+              response: { 200: VersionWithLangSchema, 400: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse },
             },
           },
           async (request) => {

@@ -378,6 +378,7 @@ export class SoftwareService {
       if (!(await repo.lockPackage(trx, this.ctx.engine, packageId))) {
         throw notFound(`software package not found: ${packageId}`);
       }
+      await repo.requireFreeVersionCode(trx, packageId, row.versionCode);
       await trx.insertInto('softwareVersions').values(row).execute();
       await repo.moveLatest(trx, packageId, row.id);
       await trx.updateTable('softwarePackages').set({ updatedAt: nowIso() }).where('id', '=', packageId).execute();
@@ -409,7 +410,12 @@ export class SoftwareService {
     const signed = ['filePath', 'downloadType', 'sha256', 'versionCode', 'fileSignature'] as const;
     if (signed.some((field) => fields[field] !== undefined)) await this.requireSignature({ ...current, ...fields });
     await this.ctx.cache.commit(async (trx) => {
-      if (body.isLatest === true) await repo.lockPackage(trx, this.ctx.engine, current.packageId);
+      // A new versionCode is checked under the package's lock, as creations are.
+      const newCode = fields.versionCode !== current.versionCode ? fields.versionCode : undefined;
+      if (body.isLatest === true || newCode !== undefined) {
+        await repo.lockPackage(trx, this.ctx.engine, current.packageId);
+      }
+      if (newCode !== undefined) await repo.requireFreeVersionCode(trx, current.packageId, newCode, versionId);
       if (body.isLatest === false) fields.isLatest = 0;
       if (Object.keys(fields).length > 0) {
         await trx.updateTable('softwareVersions').set(fields).where('id', '=', versionId).execute();
