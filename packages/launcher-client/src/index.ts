@@ -39,10 +39,12 @@ export {
   ArchiveError,
   ConflictError,
   DigestError,
+  DiskSpaceError,
   type ErrorKind,
   HttpError,
   IntegrityError,
   LauncherClientError,
+  ManifestError,
   NetworkError,
   NotFoundError,
   PublisherSignatureError,
@@ -52,6 +54,21 @@ export {
   StateError,
   UsageError,
 } from './errors.js';
+export {
+  type GameBuild,
+  type GameCheckAnswer,
+  GameManager,
+  type GameManagerEvents,
+  type GameManagerOptions,
+  type GameOperationOptions,
+  type GameProgress,
+  type GameRepairResult,
+  type GameStatus,
+  type GameUpdateResult,
+  type GameVerifyResult,
+  type MirrorReport,
+} from './game.js';
+export { checkManifest, type GameManifest, type ManifestFile } from './game-manifest.js';
 export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
 export type { RetryOptions } from './http.js';
 export type { LifecycleRecord, PackageFile, PendingInstall, PendingPatch } from './install.js';
