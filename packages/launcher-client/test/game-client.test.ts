@@ -356,12 +356,19 @@ describe('mirrors, cuts and kills', () => {
 
 describe('hostile answers are refused before a byte is written', () => {
   /** Serves `manifest` (text) as build `buildCode`'s, with check-update rewritten to match, all signed by the rogue key. */
-  function serve(text: string, buildCode: number, latest: Record<string, unknown> = {}, answer: Record<string, unknown> = {}) {
+  function serve(
+    text: string,
+    buildCode: number,
+    latest: Record<string, unknown> = {},
+    answer: Record<string, unknown> = {},
+  ) {
     const bytes = Buffer.from(text);
     s.proxy.rule = async (seen, upstream) => {
       const url = new URL(seen.url, 'http://x');
       let body: Buffer;
-      const base = await upstream(url.pathname.startsWith('/api/game/builds/') ? '/api/game/builds/2/manifest' : seen.url);
+      const base = await upstream(
+        url.pathname.startsWith('/api/game/builds/') ? '/api/game/builds/2/manifest' : seen.url,
+      );
       if (url.pathname === '/api/game/check-update') {
         const parsed = JSON.parse(base.body.toString()) as { latest: Record<string, unknown> };
         body = Buffer.from(
