@@ -749,6 +749,9 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     if (!Array.isArray(record.renames) || !Array.isArray(record.deletes)) {
       throw new StateError(`${OPERATION} is not an operation record`);
     }
+    if (record.renames.some((r) => typeof r.work !== 'string' || !/^\d{1,6}$/.test(r.work))) {
+      throw new StateError(`${OPERATION} names a work file outside ${WORK}/files`);
+    }
     for (const p of [...record.renames.map((r) => r.path), ...record.deletes]) {
       if (typeof p !== 'string' || pathFault(p) !== null) throw new StateError(`${OPERATION} names ${String(p)}`);
     }

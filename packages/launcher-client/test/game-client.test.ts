@@ -16,6 +16,8 @@ import {
   type TrustedKey,
   UpdateManager,
 } from '../src/index.js';
+import { gameTrustedComment, prehash } from '../src/minisign.js';
+import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
 import { type Service, signLikeTheService, startService } from './helpers.js';
 
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
@@ -447,6 +449,37 @@ describe('hostile answers are refused before a byte is written', () => {
     await game(stateDir, gameDir).update();
     serve(build1.text, 1, { version: '1.18.1' }, { downgrade: false });
     await expect(game(stateDir, gameDir, { trustedKeys: withRogue }).update()).rejects.toBeInstanceOf(RollbackError);
+    // Off a revoked build, the service says downgrade: the lower build is installed.
+    serve(build1.text, 1, { version: '1.18.1' }, { downgrade: true });
+    const result = await game(stateDir, gameDir, { trustedKeys: withRogue }).update();
+    expect(result).toMatchObject({ result: 'updated', from: 2, to: 1 });
+    for (const file of BUILD1.slice(0, 4)) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+  });
+
+  it('with publisher keys pinned, the manifest needs their signature naming this app, build and SHA-256', async () => {
+    const pair = await generateKeyPair('');
+    const secret = await parseSecretKey(pair.secretKeyFile, '');
+    const digest = await prehash([Buffer.from(build2.text)]);
+    const sign = (buildCode: number) =>
+      signPrehash(secret, digest, gameTrustedComment({ app: 'app', buildCode, sha256: sha256Of(build2.text) }));
+    const pinnedGame = (gameDir: string) =>
+      game(tempDir('game-state-'), gameDir, {
+        trustedKeys: withRogue,
+        updates: new UpdateManager({
+          serverUrl: s.proxy.url,
+          trustedKeys: withRogue,
+          stateDir: tempDir('game-state-'),
+          publisherKeys: [pair.publicKeyFile],
+        }),
+      });
+    const gameDir = tempDir('game-pub-');
+    // The service holds no signature (published unsigned): refused.
+    await expect(pinnedGame(gameDir).update()).rejects.toMatchObject({ kind: 'publisher-signature' });
+    serve(build2.text, 2, { manifestSignature: sign(3) });
+    await expect(pinnedGame(gameDir).update()).rejects.toMatchObject({ kind: 'publisher-signature' });
+    expect(fs.readdirSync(gameDir)).toEqual([]);
+    serve(build2.text, 2, { manifestSignature: sign(2) });
+    expect(await pinnedGame(gameDir).update()).toMatchObject({ result: 'installed', to: 2 });
   });
 
   it('a chunk that does not hash to its name is never used (integrity, exit 2)', async () => {
