@@ -128,6 +128,8 @@ const MANIFEST = `${DIR}/manifest.json`;
 const FILES = `${DIR}/files.json`;
 const OPERATION = `${DIR}/operation.json`;
 const WORK = '.patchwell-work';
+/** The most places on disk a chunk is looked for. */
+const SOURCES_PER_CHUNK = 8;
 
 /** Where a chunk may be read in a file already on disk. */
 interface Source {
@@ -518,7 +520,10 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       let offset = 0;
       for (const [name, size] of file.chunks) {
         const list = found.get(name) ?? [];
-        if (!list.some((s) => s.path === file.path && s.offset === offset)) list.push({ path: file.path, offset });
+        // A few places are enough (a chunk repeated thousands of times in one file is tried a few times, not each).
+        if (list.length < SOURCES_PER_CHUNK && !list.some((s) => s.path === file.path && s.offset === offset)) {
+          list.push({ path: file.path, offset });
+        }
         found.set(name, list);
         offset += size;
       }

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type BuiltManifest, type GameFile, manifestOf, publishBuild, sha256Of } from '../../../test/helpers/game.js';
 import {
   AbortedError,
+  DiskSpaceError,
   GameManager,
   type GameManagerOptions,
   ManifestError,
@@ -480,6 +481,41 @@ describe('hostile answers are refused before a byte is written', () => {
     expect(fs.readdirSync(gameDir)).toEqual([]);
     serve(build2.text, 2, { manifestSignature: sign(2) });
     expect(await pinnedGame(gameDir).update()).toMatchObject({ result: 'installed', to: 2 });
+  });
+
+  it('a build larger than the free space stops before a byte is downloaded or written (disk-space, exit 1)', async () => {
+    const gameDir = tempDir('game-full-');
+    const { bavail, bsize } = fs.statfsSync(gameDir);
+    const chunk = 8 * 1024 * 1024;
+    const count = Math.ceil((bavail * bsize * 2) / chunk);
+    const name = sha256Of('never downloaded');
+    const huge = JSON.stringify({
+      format: 1,
+      app: 'app',
+      version: '1.18.2',
+      buildCode: 2,
+      files: [
+        {
+          path: 'huge.bin',
+          size: count * chunk,
+          sha256: name,
+          chunks: Array.from({ length: count }, () => [name, chunk]),
+        },
+      ],
+    });
+    serve(huge, 2);
+    const chunks = chunkRequests();
+    const stateDir = tempDir('game-state-');
+    const failure = await game(stateDir, gameDir, { trustedKeys: withRogue })
+      .update()
+      .catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(DiskSpaceError);
+    expect((failure as DiskSpaceError).bytesNeeded).toBeGreaterThanOrEqual(count * chunk);
+    expect(chunkRequests()).toBe(chunks);
+    expect(fs.readdirSync(gameDir).filter((f) => f !== '.patchwell-work')).toEqual([]);
+    const run = await cli(['game', 'update', ...common(stateDir, gameDir, withRogue)]);
+    expect(run.code).toBe(1);
+    expect(lastJson(run.stderr)).toMatchObject({ kind: 'disk-space' });
   });
 
   it('a chunk that does not hash to its name is never used (integrity, exit 2)', async () => {
