@@ -581,7 +581,12 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const missing = new Map<string, number>();
     for (const [name, size] of needed) {
       checkAbort(signal);
-      if ((await statOrNull(path.join(chunksDir, name)))?.size === size) continue;
+      // A chunk an earlier run fetched is used when it still hashes to its name, else fetched again.
+      const kept = path.join(chunksDir, name);
+      if ((await statOrNull(kept)) !== null) {
+        if (sha256(await fs.promises.readFile(kept)) === name) continue;
+        await fs.promises.rm(kept, { force: true });
+      }
       const list = sources.get(name) ?? [];
       let at: Source | undefined;
       for (const source of list) {

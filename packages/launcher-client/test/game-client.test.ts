@@ -316,10 +316,14 @@ describe('mirrors, cuts and kills', () => {
     expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: { from: null, to: 2 } });
     // Nothing of the game written yet.
     expect(fs.readdirSync(gameDir)).toEqual(['.patchwell-work']);
+    // One of the kept chunks damaged meanwhile: fetched again, the other two used.
+    const kept = path.join(gameDir, '.patchwell-work/chunks');
+    const [damaged] = fs.readdirSync(kept);
+    fs.writeFileSync(path.join(kept, damaged!), 'x');
     const before = chunkRequests();
     const result = await game(stateDir, gameDir).update();
     expect(result.result).toBe('installed');
-    expect(chunkRequests() - before).toBe(build2.chunks.size - 3);
+    expect(chunkRequests() - before).toBe(build2.chunks.size - 2);
     expect(await game(stateDir, gameDir).status()).toMatchObject({ underWay: null });
   });
 
