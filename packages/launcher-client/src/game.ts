@@ -304,10 +304,11 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const quick = await this.quickState();
       const missing: string[] = [];
       const damaged: string[] = [];
-      for (const file of manifest.files) {
+      // Every file's size and time asked at once (the file system answers them in parallel).
+      const stats = await Promise.all(manifest.files.map((f) => statOrNull(path.join(this.gameDir, f.path))));
+      for (const [i, file] of manifest.files.entries()) {
         checkAbort(options.signal);
-        const onDisk = path.join(this.gameDir, file.path);
-        const stat = await statOrNull(onDisk);
+        const stat = stats[i] ?? null;
         if (stat === null || !stat.isFile()) {
           if (stat === null) missing.push(file.path);
           else if (file.policy === 'exact') damaged.push(file.path);
