@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { addonsCommand } from './cli-addons.js';
+import { gameCommand } from './cli-game.js';
 import { UpdateManager } from './client.js';
 import type { PendingInstall } from './install.js';
 import type { Progress } from './download.js';
@@ -50,6 +51,8 @@ const HELP = `Usage:
       Prints the device id kept in DIR (made if there is none).
   launcher-client addons list|install|update|remove ...
       Installs, updates and removes addons in GAME/Interface/AddOns: launcher-client addons --help.
+  launcher-client game status|update|verify|repair ...
+      Installs, updates, verifies and repairs the game client in GAME: launcher-client game --help.
 
 Exit status: 0 success; 2 an answer or file failed verification (kind signature, digest, stale, rollback,
 integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network,
@@ -235,6 +238,7 @@ async function deviceId(values: Values): Promise<unknown> {
 
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'addons') return addonsCommand(argv.slice(1), { readKeys, readPublisherKeys, progressBar, fail });
+  if (argv[0] === 'game') return gameCommand(argv.slice(1), { readKeys, readPublisherKeys, progressBar, fail });
   // What follows `--` is the installer's (`update --install -- ARGS`), not ours.
   const cut = argv.indexOf('--');
   const passed = cut < 0 ? [] : argv.slice(cut + 1);

@@ -242,8 +242,10 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
 }
 
 /** How an answer is asked for: a POST's JSON body, the query parameters its signature covers, the caller's signal. */
-interface AnswerRequest {
+export interface AnswerRequest {
   readonly body?: unknown;
+  /** The largest body read (default `maxAnswerBytes`). */
+  readonly maxBytes?: number;
   readonly coveredParams?: readonly string[];
   readonly signal?: AbortSignal | undefined;
 }
@@ -266,7 +268,8 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   private readonly base: URL;
   private readonly keys: KeyRing;
   private readonly policy: AnswerPolicy;
-  private readonly retry: RetryOptions;
+  /** Retries of answers and downloads (the game manager's chunks too). */
+  readonly retry: RetryOptions;
   private readonly slugs: { full: string; patch: string };
   private readonly publisherKeys: readonly MinisignPublicKey[];
   private readonly maxAnswerBytes: number;
@@ -317,7 +320,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   }
 
   /** `pathname` under the server URL (its own path kept: a service published under a prefix). */
-  private url(pathname: string, query: Record<string, string | number | undefined> = {}): string {
+  url(pathname: string, query: Record<string, string | number | undefined> = {}): string {
     const url = new URL(`${this.base.pathname.replace(/\/+$/, '')}${pathname}`, this.base);
     for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
     return url.toString();
@@ -330,6 +333,11 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
    * query or covered parameters, and a POST body's `Content-Digest`).
    */
   private async answer<T>(url: string, init: AnswerRequest = {}): Promise<T> {
+    return JSON.parse((await this.verifiedBody(url, init)).toString('utf8')) as T;
+  }
+
+  /** The exact bytes of a verified answer to `url` (as `answer` fetches and verifies them). */
+  async verifiedBody(url: string, init: AnswerRequest = {}): Promise<Buffer> {
     const body = init.body === undefined ? null : Buffer.from(JSON.stringify(init.body));
     const request: SentRequest = {
       url: new URL(url),
@@ -355,13 +363,14 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
           within,
         );
         if (res.status !== 200) throw await httpError(url, res);
-        return { request, headers: res.headers, body: await readLimitedBody(url, res, this.maxAnswerBytes, within) };
+        const maxBytes = init.maxBytes ?? this.maxAnswerBytes;
+        return { request, headers: res.headers, body: await readLimitedBody(url, res, maxBytes, within) };
       },
       this.retry,
       init.signal,
     );
     await verifyAnswer(received, this.policy);
-    return JSON.parse(received.body.toString('utf8')) as T;
+    return received.body;
   }
 
   /** `answer`, or null when the service answers 404 (nothing of that name). */
@@ -734,25 +743,29 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   private minisignCheck(label: string, fileSignature: string | null, comment: (sha256: string) => string): FileCheck[] {
     if (this.publisherKeys.length === 0) return [];
     return [
-      async (file) => {
-        if (fileSignature === null) throw new PublisherSignatureError(`${label} carries no publisher signature`);
-        let signature;
-        try {
-          signature = parseSignature(fileSignature);
-        } catch (err) {
-          if (err instanceof MinisignFormatError)
-            throw new PublisherSignatureError(`publisher signature: ${err.message}`, { cause: err });
-          throw err;
-        }
-        const verdict = checkSignature(
-          signature,
-          this.publisherKeys,
-          await prehashFile(file.path),
-          comment(file.sha256),
-        );
-        if (!verdict.ok) throw new PublisherSignatureError(`publisher signature: ${verdict.reason}`);
-      },
+      async (file) =>
+        this.checkPublisherSignature(label, fileSignature, await prehashFile(file.path), comment(file.sha256)),
     ];
+  }
+
+  /** Whether publisher keys are pinned (then every file or manifest must carry their signature). */
+  get hasPublisherKeys(): boolean {
+    return this.publisherKeys.length > 0;
+  }
+
+  /** `PublisherSignatureError` unless `fileSignature` by a pinned key signs `prehashed` with the trusted comment `comment`. */
+  checkPublisherSignature(label: string, fileSignature: string | null, prehashed: Buffer, comment: string): void {
+    if (fileSignature === null) throw new PublisherSignatureError(`${label} carries no publisher signature`);
+    let signature;
+    try {
+      signature = parseSignature(fileSignature);
+    } catch (err) {
+      if (err instanceof MinisignFormatError)
+        throw new PublisherSignatureError(`publisher signature: ${err.message}`, { cause: err });
+      throw err;
+    }
+    const verdict = checkSignature(signature, this.publisherKeys, prehashed, comment);
+    if (!verdict.ok) throw new PublisherSignatureError(`publisher signature: ${verdict.reason}`);
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * Every failure the library reports is one of these, with a `kind` a program can switch on (the CLI
  * prints it). Verification failures (`signature`, `digest`, `stale`, `rollback`, `integrity`,
- * `publisher-signature`, `archive`) mean the answer or file was refused and nothing from it was used or kept.
+ * `publisher-signature`, `archive`, `manifest`) mean the answer or file was refused and nothing from it was used or kept.
  * `clock` is a refusal too, but of an answer the server holds fresh: this computer's clock is wrong.
  */
 export type ErrorKind =
@@ -20,7 +20,9 @@ export type ErrorKind =
   | 'usage'
   | 'archive'
   | 'conflict'
-  | 'not-found';
+  | 'not-found'
+  | 'manifest'
+  | 'disk-space';
 
 export abstract class LauncherClientError extends Error {
   abstract readonly kind: ErrorKind;
@@ -43,6 +45,7 @@ const VERIFICATION_KINDS: ReadonlySet<ErrorKind> = new Set([
   'integrity',
   'publisher-signature',
   'archive',
+  'manifest',
 ]);
 
 /** A `LauncherClientError` class of one `name` and `kind`. */
@@ -156,3 +159,16 @@ export class NotFoundError extends failure('NotFoundError', 'not-found') {}
 
 /** The caller asked for something that cannot be done as asked (a malformed option, …). */
 export class UsageError extends failure('UsageError', 'usage') {}
+
+/** A game manifest breaks the rules of `game-files.md` or does not match the verified check-update that named it. */
+export class ManifestError extends failure('ManifestError', 'manifest') {}
+
+/** The game folder's file system lacks the free space an operation needs (`bytesNeeded` more than is free). */
+export class DiskSpaceError extends failure('DiskSpaceError', 'disk-space') {
+  constructor(
+    readonly bytesNeeded: number,
+    readonly bytesFree: number,
+  ) {
+    super(`${bytesNeeded} bytes are needed in the game folder, ${bytesFree} are free`);
+  }
+}

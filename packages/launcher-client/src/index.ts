@@ -46,10 +46,12 @@ export {
   ClockError,
   ConflictError,
   DigestError,
+  DiskSpaceError,
   type ErrorKind,
   HttpError,
   IntegrityError,
   LauncherClientError,
+  ManifestError,
   NetworkError,
   NotFoundError,
   PublisherSignatureError,
@@ -60,6 +62,21 @@ export {
   UsageError,
 } from './errors.js';
 export { archiveFingerprints, type FolderFingerprint, folderFingerprint } from './fingerprint.js';
+export {
+  type GameBuild,
+  type GameCheckAnswer,
+  GameManager,
+  type GameManagerEvents,
+  type GameManagerOptions,
+  type GameOperationOptions,
+  type GameProgress,
+  type GameRepairResult,
+  type GameStatus,
+  type GameUpdateResult,
+  type GameVerifyResult,
+  type MirrorReport,
+} from './game.js';
+export { checkManifest, type GameManifest, type ManifestFile } from './game-manifest.js';
 export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
 export type { RetryOptions } from './http.js';
 export {

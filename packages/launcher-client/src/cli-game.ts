@@ -1,0 +1,125 @@
+/**
+ * `launcher-client game status|update|verify|repair`: the `GameManager` as a command. The last line
+ * on stdout is JSON; a failure prints `{error, kind}` on stderr and exits 2 (verification refused an
+ * answer, manifest or chunk) or 1; `verify` exits 3 when the game is not whole.
+ */
+import { parseArgs } from 'node:util';
+import type { CliTools } from './cli-addons.js';
+import { UpdateManager } from './client.js';
+import { UsageError } from './errors.js';
+import { GameManager, type GameProgress } from './game.js';
+
+const HELP = `Usage:
+  launcher-client game status --state DIR --game-dir GAME
+  launcher-client game update --server URL --trust KEYS.json --state DIR --game-dir GAME --app APP
+                              [--publisher-key PUB ...] [--mirror URL ...] [--connections N]
+  launcher-client game verify (the same options) [--full]
+  launcher-client game repair (the same options)
+      Keeps the game client in GAME as the service's latest build: only changed files are rebuilt,
+      from chunks already on disk and chunks downloaded (mirrors first, then the service; each
+      checked against its name), assembled in GAME/.patchwell-work and renamed into place. DIR keeps
+      the installed manifest (game/manifest.json), the size and time of each file last verified
+      (game/files.json) and an operation under way (game/operation.json).
+      Last line on stdout: status {"installed": {version, buildCode}|null, "underWay": {from, to}|null};
+      update {"result": "up-to-date"|"updated"|"installed", "from", "to", "files": {added, changed,
+      removed, unchanged}, "downloadedBytes", "reusedBytes"}; verify {"ok", "buildCode", "missing",
+      "damaged", "extra"}; repair {"repaired", "removed", "downloadedBytes"}; with --mirror, update
+      and repair add "mirrors": [{url, chunks, failures}].
+
+Exit status: 0 success; 3 verify found the game not whole; 2 an answer, manifest or chunk was refused
+(kind signature, digest, stale, rollback, integrity, publisher-signature, manifest); 1 any other
+failure (kind http, network, usage, state, disk-space, ...).
+`;
+
+const OPTIONS = {
+  server: { type: 'string' },
+  trust: { type: 'string' },
+  state: { type: 'string' },
+  'game-dir': { type: 'string' },
+  app: { type: 'string' },
+  'publisher-key': { type: 'string', multiple: true },
+  mirror: { type: 'string', multiple: true },
+  connections: { type: 'string' },
+  full: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function required(values: Values, name: 'server' | 'trust' | 'state' | 'game-dir' | 'app'): string {
+  const value = values[name];
+  if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+/** The manager of `values`; `offline` for status, which needs only the state folder. */
+function gameManager(values: Values, tools: CliTools, offline: boolean): GameManager {
+  const updates = new UpdateManager({
+    serverUrl: offline ? 'http://localhost/' : required(values, 'server'),
+    trustedKeys: offline ? [] : tools.readKeys(required(values, 'trust')),
+    stateDir: required(values, 'state'),
+    publisherKeys: tools.readPublisherKeys(values['publisher-key']),
+  });
+  const connections = values.connections;
+  if (connections !== undefined && !/^\d{1,2}$/.test(connections))
+    throw new UsageError('--connections must be 1 to 64');
+  return new GameManager({
+    updates,
+    gameDir: required(values, 'game-dir'),
+    app: offline ? '' : required(values, 'app'),
+    mirrors: values.mirror ?? [],
+    ...(connections === undefined ? {} : { connections: Number(connections) }),
+  });
+}
+
+/** The download's bar, on a terminal only. */
+function progress(tools: CliTools): ((p: GameProgress) => void) | undefined {
+  const bar = tools.progressBar();
+  if (bar === undefined) return undefined;
+  return (p) => {
+    if (p.phase === 'download') bar(p);
+  };
+}
+
+export async function gameCommand(argv: string[], tools: CliTools): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    return tools.fail(new UsageError((err as Error).message));
+  }
+  const [command, ...rest] = parsed.positionals;
+  const { values } = parsed;
+  if (values.help || command === undefined) {
+    process.stdout.write(HELP);
+    return values.help ? 0 : 1;
+  }
+  try {
+    if (rest.length > 0) throw new UsageError(`game ${command} takes no ${rest.join(' ')}`);
+    const onProgress = progress(tools);
+    const options = onProgress === undefined ? {} : { onProgress };
+    const withMirrors = <T extends { mirrors: unknown[] }>(result: T) => {
+      const { mirrors, ...answer } = result;
+      return mirrors.length > 0 ? { ...answer, mirrors } : answer;
+    };
+    let answer: unknown;
+    let code = 0;
+    if (command === 'status') {
+      answer = await gameManager(values, tools, true).status();
+    } else if (command === 'update') {
+      answer = withMirrors(await gameManager(values, tools, false).update(options));
+    } else if (command === 'verify') {
+      const result = await gameManager(values, tools, false).verify({ full: values.full === true });
+      answer = result;
+      if (!result.ok) code = 3;
+    } else if (command === 'repair') {
+      answer = withMirrors(await gameManager(values, tools, false).repair(options));
+    } else {
+      throw new UsageError(`unknown command game ${command}`);
+    }
+    process.stdout.write(`${JSON.stringify(answer)}\n`);
+    return code;
+  } catch (err) {
+    return tools.fail(err);
+  }
+}

@@ -1,0 +1,776 @@
+/**
+ * `GameManager`: keeps the whole game client current and whole (`game-files.md`, "What a launcher
+ * does"), beside `UpdateManager` and `AddonManager` and over their state folder, verifier and retries.
+ *
+ * An operation plans per file (keep, rebuild, delete), gathers chunks (from the installed files at
+ * the offsets the installed manifest gives, each re-hashed; the rest downloaded over a few keep-alive
+ * connections, mirrors first, each chunk checked against its name), assembles the files in
+ * `GAME/.patchwell-work/` (same file system), checks each whole, records the renames in the state
+ * folder (`game/operation.json`), renames them into place and clears the record. A run killed before
+ * the record says `renaming` is rolled back (nothing in the game folder changed; downloaded chunks
+ * are kept for the next run); one killed after is finished by the next call.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { paths } from './api.js';
+import type { UpdateManager } from './client.js';
+import {
+  AbortedError,
+  DiskSpaceError,
+  HttpError,
+  IntegrityError,
+  ManifestError,
+  RollbackError,
+  StateError,
+} from './errors.js';
+import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './game-manifest.js';
+import { httpError, readLimitedBody, send, withRetries } from './http.js';
+import { gameTrustedComment, prehash } from './minisign.js';
+
+/** The verified answer of `GET /api/game/check-update`. */
+export type GameCheckAnswer = paths['/api/game/check-update']['get']['responses'][200]['content']['application/json'];
+/** The build `check-update` offers. */
+export type GameBuild = NonNullable<GameCheckAnswer['latest']>;
+
+/** The largest manifest read: what `manifestSize` declares, never above 64 MiB. */
+export const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
+
+export interface GameManagerOptions {
+  /** Answers, retries, publisher keys and the state folder are this manager's. */
+  readonly updates: UpdateManager;
+  /** The game folder. */
+  readonly gameDir: string;
+  /** The launcher's app name: a manifest of another app is refused. */
+  readonly app: string;
+  /** Mirrors of the chunk store (`<mirror>/<2 hex>/<sha256>`), tried in order before the service. */
+  readonly mirrors?: readonly string[];
+  /** Chunk downloads at once (default 4). */
+  readonly connections?: number;
+}
+
+export type GameProgress =
+  | { readonly phase: 'plan'; readonly files: number; readonly done: number }
+  | { readonly phase: 'download'; readonly bytes: number; readonly total: number; readonly rate: number }
+  | { readonly phase: 'assemble'; readonly files: number; readonly done: number };
+
+export interface GameOperationOptions {
+  readonly onProgress?: (progress: GameProgress) => void;
+  readonly signal?: AbortSignal;
+}
+
+export interface MirrorReport {
+  readonly url: string;
+  /** Chunks it served that were used. */
+  chunks: number;
+  /** Chunks it failed to serve or served wrong. */
+  failures: number;
+}
+
+export interface GameUpdateResult {
+  readonly result: 'up-to-date' | 'updated' | 'installed';
+  readonly from: number | null;
+  readonly to: number;
+  readonly files: { added: number; changed: number; removed: number; unchanged: number };
+  readonly downloadedBytes: number;
+  /** Bytes taken from files already on disk for the files rebuilt (kept files not counted). */
+  readonly reusedBytes: number;
+  readonly mirrors: MirrorReport[];
+}
+
+export interface GameVerifyResult {
+  readonly ok: boolean;
+  readonly buildCode: number;
+  readonly missing: string[];
+  readonly damaged: string[];
+  /** Files matching the manifest's `remove` patterns. */
+  readonly extra: string[];
+}
+
+export interface GameRepairResult {
+  readonly repaired: string[];
+  readonly removed: string[];
+  readonly downloadedBytes: number;
+  readonly mirrors: MirrorReport[];
+}
+
+export interface GameStatus {
+  readonly installed: { version: string; buildCode: number } | null;
+  readonly underWay: { from: number | null; to: number } | null;
+}
+
+export type GameManagerEvents = {
+  'checking-for-update': [];
+  'update-available': [build: GameBuild];
+  'update-not-available': [];
+  progress: [progress: GameProgress];
+  updated: [result: GameUpdateResult];
+  error: [error: Error];
+};
+
+/** The size and modification time last verified, per managed path (`game/files.json`). */
+type QuickState = Record<string, { size: number; mtimeMs: number }>;
+
+/** An operation under way (`game/operation.json`). */
+interface OperationRecord {
+  readonly from: number | null;
+  readonly to: number;
+  /** `assembling`: nothing in the game folder changed yet; `renaming`: every file is ready in `work`. */
+  readonly phase: 'assembling' | 'renaming';
+  /** Work files (names inside the work folder) and the managed path each becomes. */
+  readonly renames: readonly { readonly work: string; readonly path: string }[];
+  readonly deletes: readonly string[];
+}
+
+const DIR = 'game';
+const MANIFEST = `${DIR}/manifest.json`;
+const FILES = `${DIR}/files.json`;
+const OPERATION = `${DIR}/operation.json`;
+const WORK = '.patchwell-work';
+/** The most places on disk a chunk is looked for. */
+const SOURCES_PER_CHUNK = 8;
+
+/** Where a chunk may be read in a file already on disk. */
+interface Source {
+  readonly path: string;
+  readonly offset: number;
+}
+
+/** A file to (re)build. */
+interface Build {
+  readonly file: ManifestFile;
+  readonly kind: 'added' | 'changed';
+}
+
+interface Plan {
+  readonly builds: Build[];
+  readonly deletes: string[];
+  readonly unchanged: number;
+  readonly quick: QuickState;
+}
+
+const key = (p: string) => p.toLowerCase();
+
+async function statOrNull(file: string): Promise<fs.Stats | null> {
+  try {
+    return await fs.promises.lstat(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR')
+      return null;
+    throw err;
+  }
+}
+
+const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
+
+/** The bytes of `file` at `offset`, or null when it holds fewer. */
+async function readAt(file: string, offset: number, size: number): Promise<Buffer | null> {
+  let handle;
+  try {
+    handle = await fs.promises.open(file, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const buffer = Buffer.alloc(size);
+    const { bytesRead } = await handle.read(buffer, 0, size, offset);
+    return bytesRead === size ? buffer : null;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Whether every chunk of `file` is at its offset in `onDisk` (read chunk by chunk). */
+async function matchesWhole(onDisk: string, file: ManifestFile): Promise<boolean> {
+  const hash = createHash('sha256');
+  let size = 0;
+  try {
+    for await (const piece of fs.createReadStream(onDisk)) {
+      hash.update(piece as Buffer);
+      size += (piece as Buffer).length;
+    }
+  } catch {
+    return false;
+  }
+  return size === file.size && hash.digest('hex') === file.sha256;
+}
+
+function checkAbort(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new AbortedError('the game operation was cancelled');
+}
+
+export class GameManager extends EventEmitter<GameManagerEvents> {
+  private readonly updates: UpdateManager;
+  readonly gameDir: string;
+  private readonly workDir: string;
+  private readonly app: string;
+  private readonly mirrors: readonly string[];
+  private readonly connections: number;
+
+  constructor(options: GameManagerOptions) {
+    super();
+    this.updates = options.updates;
+    this.gameDir = path.resolve(options.gameDir);
+    this.workDir = path.join(this.gameDir, WORK);
+    this.app = options.app;
+    this.mirrors = (options.mirrors ?? []).map((m) => m.replace(/\/+$/, ''));
+    const connections = options.connections ?? 4;
+    if (!Number.isSafeInteger(connections) || connections < 1 || connections > 64) {
+      throw new TypeError('connections must be an integer from 1 to 64');
+    }
+    this.connections = connections;
+  }
+
+  private get state() {
+    return this.updates.state;
+  }
+
+  /** The installed build and an operation under way (a killed run the next call finishes or undoes). */
+  async status(): Promise<GameStatus> {
+    const installed = await this.installed();
+    const op = await this.state.readJson<OperationRecord | null>(OPERATION, null);
+    return {
+      installed: installed && { version: installed.version, buildCode: installed.buildCode },
+      underWay: op && { from: op.from, to: op.to },
+    };
+  }
+
+  /** A verified `check-update` for the installed build; a lower `latest` without `downgrade` is a rollback. */
+  async check(signal?: AbortSignal): Promise<GameCheckAnswer> {
+    return this.reported(async () => {
+      this.emit('checking-for-update');
+      const installed = await this.installed();
+      const buildCode = installed?.buildCode ?? 0;
+      const url = this.updates.url('/api/game/check-update', { buildCode });
+      const answer = JSON.parse((await this.updates.verifiedBody(url, { signal })).toString('utf8')) as GameCheckAnswer;
+      const latest = answer.latest;
+      if (latest !== null && latest.buildCode < buildCode && !answer.downgrade) {
+        throw new RollbackError(
+          `the service offers build ${latest.buildCode}, below the installed ${buildCode}: a rollback`,
+        );
+      }
+      if (latest !== null && latest.buildCode !== buildCode) this.emit('update-available', latest);
+      else this.emit('update-not-available');
+      return answer;
+    });
+  }
+
+  /**
+   * Brings the game folder to the latest build (`buildCode`, when given, must be it): a signed
+   * check-update, the signed manifest checked against it, then only what changed.
+   */
+  async update(options: GameOperationOptions & { buildCode?: number } = {}): Promise<GameUpdateResult> {
+    return this.reported(async () => {
+      await this.recover();
+      const answer = await this.check(options.signal);
+      const latest = answer.latest;
+      if (latest === null)
+        throw new HttpError(404, this.updates.url('/api/game/check-update'), 'no game build is published');
+      if (options.buildCode !== undefined && options.buildCode !== latest.buildCode) {
+        throw new StateError(`build ${options.buildCode} was asked for; the service's latest is ${latest.buildCode}`);
+      }
+      const installed = await this.installed();
+      // The installed build's manifest is already verified and kept: it is not fetched (nor counted) again.
+      const current = installed?.buildCode === latest.buildCode;
+      const text = current ? await this.installedText() : await this.fetchManifest(latest, options.signal);
+      const manifest = current ? installed : await this.checkAgainst(text, latest);
+      const outcome = await this.apply(manifest, text, installed, false, options);
+      const changed = outcome.builds.length + outcome.deletes.length > 0;
+      const result: GameUpdateResult = {
+        result: installed === null ? 'installed' : current && !changed ? 'up-to-date' : 'updated',
+        from: installed?.buildCode ?? null,
+        to: manifest.buildCode,
+        files: {
+          added: outcome.builds.filter((b) => b.kind === 'added').length,
+          changed: outcome.builds.filter((b) => b.kind === 'changed').length,
+          removed: outcome.deletes.length,
+          unchanged: outcome.unchanged,
+        },
+        downloadedBytes: outcome.downloadedBytes,
+        reusedBytes: outcome.reusedBytes,
+        mirrors: outcome.mirrors,
+      };
+      this.emit('updated', result);
+      return result;
+    });
+  }
+
+  /** Compares every managed file with the installed manifest: quick (size and time recorded), or `full` (every byte hashed). */
+  async verify(options: { full?: boolean; signal?: AbortSignal } = {}): Promise<GameVerifyResult> {
+    return this.reported(async () => {
+      await this.recover();
+      const manifest = await this.requireInstalled();
+      const quick = await this.quickState();
+      const missing: string[] = [];
+      const damaged: string[] = [];
+      // Every file's size and time asked at once (the file system answers them in parallel).
+      const stats = await Promise.all(manifest.files.map((f) => statOrNull(path.join(this.gameDir, f.path))));
+      for (const [i, file] of manifest.files.entries()) {
+        checkAbort(options.signal);
+        const stat = stats[i] ?? null;
+        if (stat === null || !stat.isFile()) {
+          if (stat === null) missing.push(file.path);
+          else if (file.policy === 'exact') damaged.push(file.path);
+          continue;
+        }
+        if (file.policy === 'initial') continue;
+        if (!(await this.matches(file, stat, quick, options.full === true))) damaged.push(file.path);
+      }
+      await this.state.writeJson(FILES, quick);
+      const extra = await this.removeMatches(manifest);
+      const ok = missing.length + damaged.length + extra.length === 0;
+      return { ok, buildCode: manifest.buildCode, missing, damaged, extra };
+    });
+  }
+
+  /** Restores every missing or damaged file of the installed build (only the chunks that differ are fetched) and deletes `remove` matches. */
+  async repair(options: GameOperationOptions = {}): Promise<GameRepairResult> {
+    return this.reported(async () => {
+      await this.recover();
+      const manifest = await this.requireInstalled();
+      const text = await this.installedText();
+      const outcome = await this.apply(manifest, text, manifest, true, options);
+      return {
+        repaired: outcome.builds.map((b) => b.file.path),
+        removed: outcome.deletes,
+        downloadedBytes: outcome.downloadedBytes,
+        mirrors: outcome.mirrors,
+      };
+    });
+  }
+
+  private async reported<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+      throw err;
+    }
+  }
+
+  /** The manifest's exact bytes, read up to its signed `manifestSize` (at most 64 MiB). */
+  private async fetchManifest(latest: GameBuild, signal: AbortSignal | undefined): Promise<Buffer> {
+    if (
+      !Number.isSafeInteger(latest.manifestSize) ||
+      latest.manifestSize < 1 ||
+      latest.manifestSize > MAX_MANIFEST_BYTES
+    ) {
+      throw new ManifestError(`manifestSize ${latest.manifestSize} is not from 1 byte to ${MAX_MANIFEST_BYTES}`);
+    }
+    const url = this.updates.url(`/api/game/builds/${latest.buildCode}/manifest`);
+    return this.updates.verifiedBody(url, { maxBytes: latest.manifestSize, signal });
+  }
+
+  /** The manifest, checked against the rules and the verified check-update that named it. */
+  private async checkAgainst(text: Buffer, latest: GameBuild): Promise<GameManifest> {
+    if (text.length !== latest.manifestSize) {
+      throw new ManifestError(`the manifest is ${text.length} bytes, check-update says ${latest.manifestSize}`);
+    }
+    const digest = sha256(text);
+    if (digest !== latest.manifestSha256.toLowerCase()) {
+      throw new ManifestError(`the manifest's SHA-256 is ${digest}, check-update says ${latest.manifestSha256}`);
+    }
+    const manifest = GameManager.parse(text);
+    if (manifest.buildCode !== latest.buildCode || manifest.version !== latest.version) {
+      throw new ManifestError(
+        `the manifest is build ${manifest.buildCode} (${manifest.version}), check-update offers ${latest.buildCode} (${latest.version})`,
+      );
+    }
+    if (manifest.app !== this.app) throw new ManifestError(`the manifest is of app ${manifest.app}, not ${this.app}`);
+    if (this.updates.hasPublisherKeys) {
+      this.updates.checkPublisherSignature(
+        `game build ${manifest.buildCode}`,
+        latest.manifestSignature,
+        await prehash([text]),
+        gameTrustedComment({ app: this.app, buildCode: manifest.buildCode, sha256: digest }),
+      );
+    }
+    return manifest;
+  }
+
+  private static parse(text: Buffer): GameManifest {
+    const checked = checkManifest(text.toString('utf8'));
+    if (!checked.ok) throw new ManifestError(`the manifest breaks the rules: ${checked.error}`);
+    return checked.manifest;
+  }
+
+  private async installedText(): Promise<Buffer> {
+    try {
+      return await fs.promises.readFile(path.join(this.state.dir, MANIFEST));
+    } catch (err) {
+      throw new StateError(`cannot read ${MANIFEST}: ${(err as Error).message}`);
+    }
+  }
+
+  /** The installed build's manifest (checked again: the state folder is read, not trusted), or null. */
+  private async installed(): Promise<GameManifest | null> {
+    if ((await statOrNull(path.join(this.state.dir, MANIFEST))) === null) return null;
+    try {
+      return GameManager.parse(await this.installedText());
+    } catch (err) {
+      if (err instanceof ManifestError) throw new StateError(`${MANIFEST}: ${err.message}`);
+      throw err;
+    }
+  }
+
+  private async requireInstalled(): Promise<GameManifest> {
+    const manifest = await this.installed();
+    if (manifest === null) throw new StateError('no game build is installed: run game update first');
+    return manifest;
+  }
+
+  private async quickState(): Promise<QuickState> {
+    const quick = await this.state.readJson<QuickState>(FILES, {});
+    return typeof quick === 'object' && quick !== null && !Array.isArray(quick) ? quick : {};
+  }
+
+  /**
+   * Whether the file on disk (`stat`) is `file`: by the size and time recorded (unless `full`), else
+   * by its hash (the record then updated).
+   */
+  private async matches(file: ManifestFile, stat: fs.Stats, quick: QuickState, full: boolean): Promise<boolean> {
+    if (stat.size !== file.size) return false;
+    const seen = quick[file.path];
+    if (!full && seen !== undefined && seen.size === stat.size && seen.mtimeMs === stat.mtimeMs) return true;
+    if (!(await matchesWhole(path.join(this.gameDir, file.path), file))) return false;
+    quick[file.path] = { size: stat.size, mtimeMs: stat.mtimeMs };
+    return true;
+  }
+
+  /** Files of the game folder matching a `remove` pattern and not listed (pattern segments walked, nothing else read). */
+  private async removeMatches(manifest: GameManifest): Promise<string[]> {
+    const listed = new Set(manifest.files.map((f) => key(f.path)));
+    const found = new Set<string>();
+    for (const pattern of manifest.remove) {
+      const segments = pattern.split('/');
+      let dirs = [''];
+      for (const [i, segment] of segments.entries()) {
+        const last = i === segments.length - 1;
+        const matches = globMatcher(segment);
+        const next: string[] = [];
+        for (const dir of dirs) {
+          let entries: fs.Dirent[];
+          try {
+            entries = await fs.promises.readdir(path.join(this.gameDir, dir), { withFileTypes: true });
+          } catch {
+            continue;
+          }
+          for (const entry of entries) {
+            const rel = dir === '' ? entry.name : `${dir}/${entry.name}`;
+            if (rel === WORK || !matches(entry.name)) continue;
+            if (last ? entry.isFile() || entry.isSymbolicLink() : entry.isDirectory()) next.push(rel);
+          }
+        }
+        dirs = next;
+      }
+      for (const file of dirs) if (!listed.has(key(file))) found.add(file);
+    }
+    return [...found].sort();
+  }
+
+  /** Plans `target` over what is on disk: which files to build, which to delete, how many kept. */
+  private async plan(
+    target: GameManifest,
+    installed: GameManifest | null,
+    full: boolean,
+    options: GameOperationOptions,
+  ): Promise<Plan> {
+    const quick = await this.quickState();
+    const before = new Map((installed?.files ?? []).map((f) => [key(f.path), f]));
+    const builds: Build[] = [];
+    let unchanged = 0;
+    for (const [done, file] of target.files.entries()) {
+      checkAbort(options.signal);
+      options.onProgress?.({ phase: 'plan', files: target.files.length, done });
+      const stat = await statOrNull(path.join(this.gameDir, file.path));
+      const kind = before.has(key(file.path)) ? 'changed' : 'added';
+      if (file.policy === 'initial') {
+        if (stat === null) builds.push({ file, kind });
+        else unchanged++;
+        continue;
+      }
+      const old = before.get(key(file.path));
+      const sameQuick = !full && old?.sha256 === file.sha256;
+      if (stat !== null && stat.isFile() && (await this.matches(file, stat, sameQuick ? quick : {}, !sameQuick))) {
+        quick[file.path] = { size: stat.size, mtimeMs: stat.mtimeMs };
+        unchanged++;
+      } else {
+        builds.push({ file, kind });
+      }
+    }
+    const listed = new Set(target.files.map((f) => key(f.path)));
+    const deletes = new Set<string>();
+    for (const old of installed?.files ?? []) {
+      if (!listed.has(key(old.path)) && (await statOrNull(path.join(this.gameDir, old.path))) !== null) {
+        deletes.add(old.path);
+      }
+    }
+    for (const file of await this.removeMatches(target)) deletes.add(file);
+    return { builds, deletes: [...deletes].sort(), unchanged, quick };
+  }
+
+  /**
+   * Where each chunk the builds need may already be on disk: in the installed files at the installed
+   * manifest's offsets, and (a folder holding an unpacked copy, or a damaged file) at the target's
+   * offsets of the same path. Every source is re-hashed when read.
+   */
+  private sources(target: GameManifest, installed: GameManifest | null): Map<string, Source[]> {
+    const found = new Map<string, Source[]>();
+    const add = (file: ManifestFile) => {
+      let offset = 0;
+      for (const [name, size] of file.chunks) {
+        const list = found.get(name) ?? [];
+        // A few places are enough (a chunk repeated thousands of times in one file is tried a few times, not each).
+        if (list.length < SOURCES_PER_CHUNK && !list.some((s) => s.path === file.path && s.offset === offset)) {
+          list.push({ path: file.path, offset });
+        }
+        found.set(name, list);
+        offset += size;
+      }
+    };
+    for (const file of installed?.files ?? []) add(file);
+    for (const file of target.files) add(file);
+    return found;
+  }
+
+  /** A chunk from the first source on disk whose bytes hash to its name, or null. */
+  private async fromDisk(name: string, size: number, sources: readonly Source[]): Promise<Buffer | null> {
+    for (const source of sources) {
+      const bytes = await readAt(path.join(this.gameDir, source.path), source.offset, size);
+      if (bytes !== null && sha256(bytes) === name) return bytes;
+    }
+    return null;
+  }
+
+  /** Plans, gathers, assembles and swaps in `target`; the state then records it as installed. */
+  private async apply(
+    target: GameManifest,
+    text: Buffer,
+    installed: GameManifest | null,
+    full: boolean,
+    options: GameOperationOptions,
+  ) {
+    const { signal } = options;
+    const plan = await this.plan(target, installed, full, options);
+    const mirrors: MirrorReport[] = this.mirrors.map((url) => ({ url, chunks: 0, failures: 0 }));
+    const done = { builds: plan.builds, deletes: plan.deletes, unchanged: plan.unchanged, mirrors };
+    if (plan.builds.length === 0 && plan.deletes.length === 0 && installed?.buildCode === target.buildCode) {
+      await this.state.writeJson(FILES, plan.quick);
+      return { ...done, downloadedBytes: 0, reusedBytes: 0 };
+    }
+    const chunksDir = path.join(this.workDir, 'chunks');
+    const filesDir = path.join(this.workDir, 'files');
+    await fs.promises.mkdir(chunksDir, { recursive: true });
+    await fs.promises.rm(filesDir, { recursive: true, force: true });
+    await fs.promises.mkdir(filesDir, { recursive: true });
+    const renames = plan.builds.map((b, i) => ({ work: String(i), path: b.file.path }));
+    const record: OperationRecord = {
+      from: installed?.buildCode ?? null,
+      to: target.buildCode,
+      phase: 'assembling',
+      renames,
+      deletes: plan.deletes,
+    };
+    await this.state.writeJson(OPERATION, record);
+
+    // Gather: each chunk needed once, from disk when a source there hashes right, else downloaded.
+    const sources = this.sources(target, installed);
+    const needed = new Map<string, number>();
+    for (const { file } of plan.builds) for (const [name, size] of file.chunks) needed.set(name, size);
+    const local = new Map<string, Source>();
+    const missing = new Map<string, number>();
+    for (const [name, size] of needed) {
+      checkAbort(signal);
+      // A chunk an earlier run fetched is used when it still hashes to its name, else fetched again.
+      const kept = path.join(chunksDir, name);
+      if ((await statOrNull(kept)) !== null) {
+        if (sha256(await fs.promises.readFile(kept)) === name) continue;
+        await fs.promises.rm(kept, { force: true });
+      }
+      const list = sources.get(name) ?? [];
+      let at: Source | undefined;
+      for (const source of list) {
+        if ((await this.fromDisk(name, size, [source])) !== null) {
+          at = source;
+          break;
+        }
+      }
+      if (at === undefined) missing.set(name, size);
+      else local.set(name, at);
+    }
+    let missingBytes = 0;
+    for (const size of missing.values()) missingBytes += size;
+    const buildBytes = plan.builds.reduce((sum, b) => sum + b.file.size, 0);
+    await this.checkSpace(buildBytes + missingBytes);
+    const downloadedBytes = await this.download(missing, chunksDir, mirrors, options);
+
+    // Assemble each file in the work folder, checked whole.
+    let reusedBytes = 0;
+    for (const [i, { file }] of plan.builds.entries()) {
+      checkAbort(signal);
+      options.onProgress?.({ phase: 'assemble', files: plan.builds.length, done: i });
+      const out = path.join(filesDir, String(i));
+      const handle = await fs.promises.open(out, 'w');
+      const whole = createHash('sha256');
+      let size = 0;
+      try {
+        for (const [name, chunkSize] of file.chunks) {
+          let bytes: Buffer | null = null;
+          const source = local.get(name);
+          if (source !== undefined) {
+            bytes = await this.fromDisk(name, chunkSize, [source]);
+            if (bytes !== null) reusedBytes += chunkSize;
+          }
+          if (bytes === null) {
+            bytes = await fs.promises.readFile(path.join(chunksDir, name)).catch(() => null);
+            if (bytes === null || sha256(bytes) !== name) {
+              throw new IntegrityError(`chunk ${name} of ${file.path} changed on disk while it was gathered`);
+            }
+          }
+          whole.update(bytes);
+          size += bytes.length;
+          await handle.write(bytes);
+        }
+      } finally {
+        await handle.close();
+      }
+      if (size !== file.size || whole.digest('hex') !== file.sha256) {
+        throw new IntegrityError(`${file.path} assembled is not the manifest's (size or SHA-256)`);
+      }
+      await fs.promises.chmod(out, file.executable ? 0o755 : 0o644);
+    }
+
+    await fs.promises.writeFile(path.join(this.workDir, 'manifest.json'), text);
+    await this.state.writeJson(OPERATION, { ...record, phase: 'renaming' });
+    await this.finish({ ...record, phase: 'renaming' });
+    return { ...done, downloadedBytes, reusedBytes };
+  }
+
+  /** `DiskSpaceError` unless the game folder's file system has `bytes` free. */
+  private async checkSpace(bytes: number): Promise<void> {
+    const stats = await fs.promises.statfs(this.workDir);
+    const free = stats.bavail * stats.bsize;
+    if (free < bytes) throw new DiskSpaceError(bytes, free);
+  }
+
+  /**
+   * Downloads `missing` into `dir` over `connections` keep-alive connections: each chunk from the
+   * mirrors in order, then the service, used only when its bytes hash to its name. Chunks already in
+   * `dir` (an earlier run) were counted out by the caller.
+   */
+  private async download(
+    missing: Map<string, number>,
+    dir: string,
+    mirrors: MirrorReport[],
+    options: GameOperationOptions,
+  ): Promise<number> {
+    const queue = [...missing];
+    const total = queue.reduce((sum, [, size]) => sum + size, 0);
+    let bytes = 0;
+    const started = Date.now();
+    const lying = new Set<MirrorReport>();
+    const report = () =>
+      options.onProgress?.({
+        phase: 'download',
+        bytes,
+        total,
+        rate: bytes / Math.max(0.001, (Date.now() - started) / 1000),
+      });
+    const fetchOne = async (name: string, size: number): Promise<Buffer> => {
+      for (const mirror of mirrors) {
+        if (lying.has(mirror)) continue;
+        const url = `${mirror.url}/${name.slice(0, 2)}/${name}`;
+        try {
+          const body = await this.get(url, size, options.signal);
+          if (sha256(body) === name) {
+            mirror.chunks++;
+            return body;
+          }
+          lying.add(mirror);
+        } catch (err) {
+          if (err instanceof AbortedError) throw err;
+        }
+        mirror.failures++;
+      }
+      const url = this.updates.url(`/api/game/chunks/${name}`);
+      return withRetries(
+        async () => {
+          const body = await this.get(url, size, options.signal);
+          if (sha256(body) !== name) throw new IntegrityError(`the service's chunk ${name} does not hash to its name`);
+          return body;
+        },
+        this.updates.retry,
+        options.signal,
+      );
+    };
+    const worker = async () => {
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        const [name, size] = next;
+        const body = await fetchOne(name, size);
+        const temp = path.join(dir, `${name}.${randomUUID()}.tmp`);
+        await fs.promises.writeFile(temp, body);
+        await fs.promises.rename(temp, path.join(dir, name));
+        bytes += size;
+        report();
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));
+    return bytes;
+  }
+
+  /** One chunk's body: 200 with at most `size` bytes, else a typed failure. */
+  private async get(url: string, size: number, signal: AbortSignal | undefined): Promise<Buffer> {
+    const res = await send(url, { headers: { 'accept-encoding': 'identity' }, ...(signal ? { signal } : {}) });
+    if (res.status !== 200) throw await httpError(url, res);
+    return readLimitedBody(url, res, size);
+  }
+
+  /** Finishes an operation whose files are all ready: renames them in, deletes, records the build. */
+  private async finish(record: OperationRecord): Promise<void> {
+    const filesDir = path.join(this.workDir, 'files');
+    for (const { work, path: target } of record.renames) {
+      const from = path.join(filesDir, work);
+      if ((await statOrNull(from)) === null) continue; // renamed before a kill
+      const to = path.join(this.gameDir, target);
+      await fs.promises.mkdir(path.dirname(to), { recursive: true });
+      await fs.promises.rename(from, to);
+    }
+    for (const file of record.deletes) await fs.promises.rm(path.join(this.gameDir, file), { force: true });
+    const text = await fs.promises.readFile(path.join(this.workDir, 'manifest.json'));
+    const manifest = GameManager.parse(text);
+    const quick = await this.quickState();
+    for (const old of Object.keys(quick)) if (!manifest.files.some((f) => f.path === old)) delete quick[old];
+    for (const { path: target } of record.renames) {
+      const stat = await statOrNull(path.join(this.gameDir, target));
+      if (stat !== null) quick[target] = { size: stat.size, mtimeMs: stat.mtimeMs };
+    }
+    await fs.promises.mkdir(path.join(this.state.dir, DIR), { recursive: true });
+    await fs.promises.writeFile(path.join(this.state.dir, `${MANIFEST}.tmp`), text);
+    await fs.promises.rename(path.join(this.state.dir, `${MANIFEST}.tmp`), path.join(this.state.dir, MANIFEST));
+    await this.state.writeJson(FILES, quick);
+    await fs.promises.rm(path.join(this.state.dir, OPERATION), { force: true });
+    await fs.promises.rm(this.workDir, { recursive: true, force: true });
+  }
+
+  /** A killed run: finished when it was renaming, else undone (its downloaded chunks kept for the next run). */
+  private async recover(): Promise<void> {
+    const record = await this.state.readJson<OperationRecord | null>(OPERATION, null);
+    if (record === null) return;
+    if (!Array.isArray(record.renames) || !Array.isArray(record.deletes)) {
+      throw new StateError(`${OPERATION} is not an operation record`);
+    }
+    if (record.renames.some((r) => typeof r.work !== 'string' || !/^\d{1,6}$/.test(r.work))) {
+      throw new StateError(`${OPERATION} names a work file outside ${WORK}/files`);
+    }
+    for (const p of [...record.renames.map((r) => r.path), ...record.deletes]) {
+      if (typeof p !== 'string' || pathFault(p) !== null) throw new StateError(`${OPERATION} names ${String(p)}`);
+    }
+    if (record.phase === 'renaming') {
+      await this.finish(record);
+      return;
+    }
+    await fs.promises.rm(path.join(this.workDir, 'files'), { recursive: true, force: true });
+    await fs.promises.rm(path.join(this.state.dir, OPERATION), { force: true });
+  }
+}

@@ -1,0 +1,537 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type BuiltManifest, type GameFile, manifestOf, publishBuild, sha256Of } from '../../../test/helpers/game.js';
+import {
+  AbortedError,
+  DiskSpaceError,
+  GameManager,
+  type GameManagerOptions,
+  ManifestError,
+  RollbackError,
+  type TrustedKey,
+  UpdateManager,
+} from '../src/index.js';
+import { gameTrustedComment, prehash } from '../src/minisign.js';
+import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
+import { type Service, signLikeTheService, startService } from './helpers.js';
+
+const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
+const KiB = 1024;
+
+let s: Service;
+let pinned: TrustedKey[];
+/** A trusted key that signs whatever it is given (a service gone wrong): hostile answers the client must refuse itself. */
+const rogue = generateKeyPairSync('ed25519');
+let withRogue: TrustedKey[];
+const dirs: string[] = [];
+
+beforeAll(async () => {
+  s = await startService();
+  pinned = await s.keys();
+  const raw = Buffer.from(rogue.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
+  withRogue = [...pinned, { keyId: 'rogue', publicKey: raw }];
+});
+afterEach(() => {
+  s.proxy.rule = null;
+});
+afterAll(async () => {
+  await s.close();
+  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+function game(
+  stateDir: string,
+  gameDir: string,
+  options: Partial<GameManagerOptions> & { trustedKeys?: TrustedKey[] } = {},
+) {
+  const updates = new UpdateManager({
+    serverUrl: s.proxy.url,
+    trustedKeys: options.trustedKeys ?? pinned,
+    stateDir,
+    retry: { baseDelayMs: 10 },
+  });
+  return new GameManager({ updates, gameDir, app: 'app', ...options });
+}
+
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args]);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+const lastJson = (text: string) => JSON.parse(text.trim().split('\n').at(-1) ?? 'null') as Record<string, unknown>;
+
+const big = randomBytes(1024 * KiB);
+const exe = randomBytes(300 * KiB);
+const BUILD1: GameFile[] = [
+  { path: 'WoW.exe', content: exe, chunkBytes: 64 * KiB, extra: { executable: true } },
+  { path: 'Data/big.MPQ', content: big, chunkBytes: 128 * KiB },
+  { path: 'Data/patch-2.mpq', content: randomBytes(10 * KiB) },
+  { path: 'old.dll', content: randomBytes(KiB) },
+  { path: 'WTF/Config.wtf', content: Buffer.from('SET realmlist "a"\n'), extra: { policy: 'initial' } },
+];
+const big2 = Buffer.from(big);
+randomBytes(128 * KiB).copy(big2, 256 * KiB);
+const BUILD2: GameFile[] = [
+  BUILD1[0]!,
+  { path: 'Data/big.MPQ', content: big2, chunkBytes: 128 * KiB },
+  { path: 'Data/patch-3.mpq', content: randomBytes(20 * KiB) },
+  { path: 'WTF/Config.wtf', content: Buffer.from('SET realmlist "b"\n'), extra: { policy: 'initial' } },
+];
+let build1: BuiltManifest;
+let build2: BuiltManifest;
+
+async function publish(version: string, buildCode: number, files: GameFile[], extra: Record<string, unknown> = {}) {
+  const built = manifestOf({ version, buildCode }, files, extra);
+  const res = await publishBuild(s.t, { version, buildCode }, built);
+  expect(res.statusCode, res.body).toBe(201);
+  return built;
+}
+
+const read = (dir: string, file: string) => fs.readFileSync(path.join(dir, file));
+const chunkRequests = () => s.proxy.requests('/api/game/chunks/').length;
+
+describe('GameManager against the service through the proxy', () => {
+  const stateDir = tempDir('game-state-');
+  const gameDir = tempDir('game-dir-');
+
+  it('installs build 1 into an empty folder: every file whole, executable bit, nothing else touched', async () => {
+    build1 = await publish('1.18.1', 1, BUILD1, { remove: ['Data/stale-*.mpq'] });
+    // The player's own files, before the first install.
+    fs.mkdirSync(path.join(gameDir, 'Interface/AddOns/Mine'), { recursive: true });
+    fs.writeFileSync(path.join(gameDir, 'Interface/AddOns/Mine/Mine.lua'), 'x');
+    fs.mkdirSync(path.join(gameDir, 'Screenshots'));
+    fs.writeFileSync(path.join(gameDir, 'Screenshots/a.jpg'), 'y');
+    fs.writeFileSync(path.join(gameDir, 'mine.txt'), 'z');
+    const manager = game(stateDir, gameDir);
+    expect(await manager.status()).toEqual({ installed: null, underWay: null });
+    const result = await manager.update();
+    expect(result).toMatchObject({
+      result: 'installed',
+      from: null,
+      to: 1,
+      files: { added: 5, changed: 0, removed: 0, unchanged: 0 },
+      reusedBytes: 0,
+    });
+    expect(result.downloadedBytes).toBe([...build1.chunks.values()].reduce((n, c) => n + c.length, 0));
+    for (const file of BUILD1) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+    if (process.platform !== 'win32') {
+      expect(fs.statSync(path.join(gameDir, 'WoW.exe')).mode & 0o111).not.toBe(0);
+      expect(fs.statSync(path.join(gameDir, 'old.dll')).mode & 0o111).toBe(0);
+    }
+    expect(read(gameDir, 'mine.txt').toString()).toBe('z');
+    expect(read(gameDir, 'Interface/AddOns/Mine/Mine.lua').toString()).toBe('x');
+    expect(fs.existsSync(path.join(gameDir, '.patchwell-work'))).toBe(false);
+    expect(await manager.status()).toEqual({ installed: { version: '1.18.1', buildCode: 1 }, underWay: null });
+  });
+
+  it('a second update is up to date: no manifest fetched, no chunk downloaded, files not hashed again', async () => {
+    const manifests = s.proxy.requests('/api/game/builds/').length;
+    const chunks = chunkRequests();
+    const result = await game(stateDir, gameDir).update();
+    expect(result).toMatchObject({ result: 'up-to-date', from: 1, to: 1, downloadedBytes: 0 });
+    expect(result.files.unchanged).toBe(5);
+    expect(s.proxy.requests('/api/game/builds/').length).toBe(manifests);
+    expect(chunkRequests()).toBe(chunks);
+  });
+
+  it('updates to build 2: only changed chunks downloaded, the rest reused from disk; deletes, remove matches, initial kept', async () => {
+    build2 = await publish('1.18.2', 2, BUILD2, { remove: ['Data/stale-*.mpq'] });
+    fs.writeFileSync(path.join(gameDir, 'WTF/Config.wtf'), 'SET realmlist "mine"\n');
+    fs.writeFileSync(path.join(gameDir, 'Data/stale-1.MPQ'), 'old patch');
+    const result = await game(stateDir, gameDir).update();
+    expect(result).toMatchObject({
+      result: 'updated',
+      from: 1,
+      to: 2,
+      files: { added: 1, changed: 1, removed: 3, unchanged: 2 },
+    });
+    // One 128 KiB chunk of big.MPQ and the new 20 KiB file; the other 7 chunks came from disk.
+    expect(result.downloadedBytes).toBe(128 * KiB + 20 * KiB);
+    expect(result.reusedBytes).toBe(7 * 128 * KiB);
+    expect(read(gameDir, 'Data/big.MPQ').equals(big2)).toBe(true);
+    expect(fs.existsSync(path.join(gameDir, 'old.dll'))).toBe(false);
+    expect(fs.existsSync(path.join(gameDir, 'Data/patch-2.mpq'))).toBe(false);
+    expect(fs.existsSync(path.join(gameDir, 'Data/stale-1.MPQ'))).toBe(false);
+    expect(read(gameDir, 'WTF/Config.wtf').toString()).toBe('SET realmlist "mine"\n');
+    expect(read(gameDir, 'mine.txt').toString()).toBe('z');
+  });
+
+  it('verify: quick trusts size and time, --full hashes; missing, damaged, extra; repair fetches only the damaged chunk', async () => {
+    const manager = game(stateDir, gameDir);
+    expect(await manager.verify()).toEqual({ ok: true, buildCode: 2, missing: [], damaged: [], extra: [] });
+    // A byte flipped, size and time kept: quick cannot see it, full does. (A whole-second time, so
+    // that setting it back is exact: a time that differs from the one recorded is hashed, and recorded.)
+    const file = path.join(gameDir, 'Data/big.MPQ');
+    fs.utimesSync(file, 1_700_000_000, 1_700_000_000);
+    expect((await manager.verify()).ok).toBe(true);
+    const damaged = Buffer.from(big2);
+    damaged[5] = damaged[5]! ^ 0xff;
+    fs.writeFileSync(file, damaged);
+    fs.utimesSync(file, 1_700_000_000, 1_700_000_000);
+    expect((await manager.verify()).ok).toBe(true);
+    fs.rmSync(path.join(gameDir, 'Data/patch-3.mpq'));
+    fs.writeFileSync(path.join(gameDir, 'Data/stale-9.mpq'), 'x');
+    fs.rmSync(path.join(gameDir, 'WTF/Config.wtf'));
+    const full = await manager.verify({ full: true });
+    expect(full).toEqual({
+      ok: false,
+      buildCode: 2,
+      missing: ['Data/patch-3.mpq', 'WTF/Config.wtf'],
+      damaged: ['Data/big.MPQ'],
+      extra: ['Data/stale-9.mpq'],
+    });
+    const run = await cli(['game', 'verify', ...common(stateDir, gameDir), '--full']);
+    expect(run.code).toBe(3);
+    expect(lastJson(run.stdout)).toEqual(full);
+
+    const repaired = await manager.repair();
+    expect(repaired.repaired.sort()).toEqual(['Data/big.MPQ', 'Data/patch-3.mpq', 'WTF/Config.wtf']);
+    expect(repaired.removed).toEqual(['Data/stale-9.mpq']);
+    // The damaged 128 KiB chunk, the missing 20 KiB file and the initial file; nothing else.
+    expect(repaired.downloadedBytes).toBe(128 * KiB + 20 * KiB + BUILD2[3]!.content.length);
+    expect((await manager.verify({ full: true })).ok).toBe(true);
+    expect(read(gameDir, 'WTF/Config.wtf').toString()).toBe('SET realmlist "b"\n');
+  });
+
+  it('the CLI: status and update print their JSON', async () => {
+    const status = await cli(['game', 'status', '--state', stateDir, '--game-dir', gameDir]);
+    expect(status.code).toBe(0);
+    expect(lastJson(status.stdout)).toEqual({ installed: { version: '1.18.2', buildCode: 2 }, underWay: null });
+    const update = await cli(['game', 'update', ...common(stateDir, gameDir)]);
+    expect(update.code, update.stderr).toBe(0);
+    expect(lastJson(update.stdout)).toMatchObject({ result: 'up-to-date', from: 2, to: 2, downloadedBytes: 0 });
+  });
+});
+
+function common(stateDir: string, gameDir: string, keys: TrustedKey[] = pinned): string[] {
+  const trust = path.join(tempDir('game-trust-'), 'keys.json');
+  fs.writeFileSync(trust, JSON.stringify(keys));
+  return ['--server', s.proxy.url, '--trust', trust, '--state', stateDir, '--game-dir', gameDir, '--app', 'app'];
+}
+
+describe('a first install into a folder holding an old copy reuses the chunks it finds', () => {
+  it('unpacked files at the manifest offsets are reused, not downloaded', async () => {
+    const gameDir = tempDir('game-copy-');
+    fs.mkdirSync(path.join(gameDir, 'Data'));
+    fs.writeFileSync(path.join(gameDir, 'Data/big.MPQ'), big); // the old zip's (build 1's) copy
+    fs.writeFileSync(path.join(gameDir, 'WoW.exe'), exe);
+    const result = await game(tempDir('game-state-'), gameDir).update();
+    expect(result).toMatchObject({ result: 'installed', to: 2 });
+    expect(result.files.unchanged).toBe(1); // WoW.exe matches whole
+    expect(result.reusedBytes).toBe(7 * 128 * KiB);
+    expect(result.downloadedBytes).toBe(128 * KiB + 20 * KiB + BUILD2[3]!.content.length);
+  });
+});
+
+/** A static mirror of the chunk store on loopback; `lie` names chunks it answers wrong. */
+async function mirror(chunks: Map<string, Buffer>, lie: Set<string> = new Set()) {
+  const served: string[] = [];
+  const server = http.createServer((req, res) => {
+    const name = (req.url ?? '').split('/').at(-1) ?? '';
+    served.push(name);
+    const bytes = chunks.get(name);
+    if (bytes === undefined) return void res.writeHead(404).end();
+    res.writeHead(200).end(lie.has(name) ? randomBytes(bytes.length) : bytes);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/game-chunks`,
+    served,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('mirrors, cuts and kills', () => {
+  it('mirrors first; a lying mirror is skipped and reported, every chunk checked against its name', async () => {
+    const all = new Map([...build1.chunks, ...build2.chunks]);
+    const liar = await mirror(all, new Set(all.keys()));
+    const good = await mirror(all);
+    try {
+      const chunks = chunkRequests();
+      const gameDir = tempDir('game-mirror-');
+      const options = { mirrors: [liar.url, good.url], connections: 1 };
+      const result = await game(tempDir('game-state-'), gameDir, options).update();
+      // Skipped after its first lie (with one connection: one failure).
+      expect(result.mirrors).toEqual([
+        { url: liar.url, chunks: 0, failures: 1 },
+        { url: good.url, chunks: build2.chunks.size, failures: 0 },
+      ]);
+      expect(liar.served).toHaveLength(1);
+      expect(chunkRequests()).toBe(chunks);
+      for (const file of BUILD2) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+    } finally {
+      await liar.close();
+      await good.close();
+    }
+  });
+
+  it('a connection cut mid-chunk is retried; the game ends whole', async () => {
+    let cuts = 0;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/game/chunks/') || cuts >= 2) return undefined;
+      cuts++;
+      return { ...(await upstream()), cutAfter: 100 };
+    };
+    const gameDir = tempDir('game-cut-');
+    await game(tempDir('game-state-'), gameDir, { connections: 2 }).update();
+    expect(cuts).toBe(2);
+    for (const file of BUILD2) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+  });
+
+  it('a run stopped mid-download shows underWay; the next run resumes with the chunks already fetched', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-kill-');
+    const stop = new AbortController();
+    let served = 0;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/game/chunks/')) return undefined;
+      if (++served > 3) {
+        stop.abort();
+        return { ...(await upstream()), hold: true, cutAfter: 0 };
+      }
+      return undefined;
+    };
+    await expect(game(stateDir, gameDir, { connections: 1 }).update({ signal: stop.signal })).rejects.toBeInstanceOf(
+      AbortedError,
+    );
+    s.proxy.rule = null;
+    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: { from: null, to: 2 } });
+    // Nothing of the game written yet.
+    expect(fs.readdirSync(gameDir)).toEqual(['.patchwell-work']);
+    // One of the kept chunks damaged meanwhile: fetched again, the other two used.
+    const kept = path.join(gameDir, '.patchwell-work/chunks');
+    const [damaged] = fs.readdirSync(kept);
+    fs.writeFileSync(path.join(kept, damaged!), 'x');
+    const before = chunkRequests();
+    const result = await game(stateDir, gameDir).update();
+    expect(result.result).toBe('installed');
+    expect(chunkRequests() - before).toBe(build2.chunks.size - 2);
+    expect(await game(stateDir, gameDir).status()).toMatchObject({ underWay: null });
+  });
+
+  it('a run killed while renaming is finished by the next command', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-rename-');
+    const manager = game(stateDir, gameDir);
+    await manager.update();
+    // Damage two files, repair, and stop it just after the journal says renaming: simulated by
+    // putting back the record a killed repair leaves (work files ready, one renamed already).
+    fs.writeFileSync(path.join(gameDir, 'Data/patch-3.mpq'), 'broken');
+    fs.writeFileSync(path.join(gameDir, 'WoW.exe'), 'broken');
+    const work = path.join(gameDir, '.patchwell-work');
+    fs.mkdirSync(path.join(work, 'files'), { recursive: true });
+    fs.writeFileSync(path.join(work, 'files/0'), BUILD2[0]!.content);
+    fs.writeFileSync(path.join(work, 'manifest.json'), build2.text);
+    fs.writeFileSync(path.join(gameDir, 'Data/patch-3.mpq'), BUILD2[2]!.content); // renamed before the kill
+    fs.writeFileSync(
+      path.join(stateDir, 'game/operation.json'),
+      JSON.stringify({
+        from: 2,
+        to: 2,
+        phase: 'renaming',
+        renames: [
+          { work: '0', path: 'WoW.exe' },
+          { work: '1', path: 'Data/patch-3.mpq' },
+        ],
+        deletes: [],
+      }),
+    );
+    expect(await manager.status()).toMatchObject({ underWay: { from: 2, to: 2 } });
+    expect((await manager.verify({ full: true })).ok).toBe(true);
+    expect(fs.existsSync(work)).toBe(false);
+    expect(await manager.status()).toMatchObject({ underWay: null });
+  });
+});
+
+describe('hostile answers are refused before a byte is written', () => {
+  /** Serves `manifest` (text) as build `buildCode`'s, with check-update rewritten to match, all signed by the rogue key. */
+  function serve(
+    text: string,
+    buildCode: number,
+    latest: Record<string, unknown> = {},
+    answer: Record<string, unknown> = {},
+  ) {
+    const bytes = Buffer.from(text);
+    s.proxy.rule = async (seen, upstream) => {
+      const url = new URL(seen.url, 'http://x');
+      let body: Buffer;
+      const base = await upstream(
+        url.pathname.startsWith('/api/game/builds/') ? '/api/game/builds/2/manifest' : seen.url,
+      );
+      if (url.pathname === '/api/game/check-update') {
+        const parsed = JSON.parse(base.body.toString()) as { latest: Record<string, unknown> };
+        body = Buffer.from(
+          JSON.stringify({
+            ...parsed,
+            hasUpdate: true,
+            ...answer,
+            latest: {
+              ...parsed.latest,
+              buildCode,
+              manifestSha256: sha256Of(bytes),
+              manifestSize: bytes.length,
+              manifestUrl: `${s.proxy.url}/api/game/builds/${buildCode}/manifest`,
+              ...latest,
+            },
+          }),
+        );
+      } else if (url.pathname.startsWith('/api/game/builds/')) body = bytes;
+      else return undefined;
+      return {
+        ...base,
+        status: 200,
+        body,
+        headers: { ...base.headers, ...signLikeTheService(body, rogue.privateKey, 'rogue', seen.url) },
+      };
+    };
+  }
+
+  const hostile: [string, (m: Record<string, unknown>) => void][] = [
+    ['a path out of the folder', (m) => ((m.files as { path: string }[])[0]!.path = '../evil.exe')],
+    ['an absolute path', (m) => ((m.files as { path: string }[])[0]!.path = '/etc/evil')],
+    ['a reserved name', (m) => ((m.files as { path: string }[])[0]!.path = 'Data/con.txt')],
+    ['a path not in NFC', (m) => ((m.files as { path: string }[])[0]!.path = 'Cafe\u0301.txt')],
+    ['two paths differing in case', (m) => ((m.files as { path: string }[])[1]!.path = 'wow.EXE')],
+    ['a file under a file', (m) => ((m.files as { path: string }[])[1]!.path = 'WoW.exe/x')],
+    ['sizes that do not add up', (m) => ((m.files as { size: number }[])[0]!.size += 1)],
+    ['a chunk above 8 MiB', (m) => ((m.files as { chunks: [string, number][] }[])[0]!.chunks[0]![1] = 9 * 1024 * 1024)],
+    ['a remove pattern into WTF/', (m) => (m.remove = ['WTF/*'])],
+    ['a remove pattern matching a listed file', (m) => (m.remove = ['Data/*.MPQ'])],
+    ['another app', (m) => (m.app = 'other')],
+    ['another buildCode than check-update', (m) => (m.buildCode = 7)],
+  ];
+
+  for (const [name, spoil] of hostile) {
+    it(`a manifest with ${name}: kind manifest, exit 2, nothing written`, async () => {
+      const manifest = JSON.parse(build2.text) as Record<string, unknown>;
+      spoil(manifest);
+      serve(JSON.stringify(manifest), 2);
+      const gameDir = tempDir('game-hostile-');
+      const stateDir = tempDir('game-state-');
+      await expect(game(stateDir, gameDir, { trustedKeys: withRogue }).update()).rejects.toBeInstanceOf(ManifestError);
+      expect(fs.readdirSync(gameDir)).toEqual([]);
+      const run = await cli(['game', 'update', ...common(stateDir, gameDir, withRogue)]);
+      expect(run.code).toBe(2);
+      expect(lastJson(run.stderr)).toMatchObject({ kind: 'manifest' });
+    });
+  }
+
+  it('a manifest whose bytes are not what check-update says (sha256, size) is refused', async () => {
+    serve(build2.text, 2, { manifestSha256: sha256Of('other') });
+    await expect(
+      game(tempDir('game-state-'), tempDir('game-x-'), { trustedKeys: withRogue }).update(),
+    ).rejects.toBeInstanceOf(ManifestError);
+  });
+
+  it('a manifest larger than manifestSize is not read past it', async () => {
+    serve(build2.text, 2, { manifestSize: 100 });
+    await expect(
+      game(tempDir('game-state-'), tempDir('game-x-'), { trustedKeys: withRogue }).update(),
+    ).rejects.toMatchObject({ kind: 'too-large' });
+  });
+
+  it('a build below the installed one is a rollback unless downgrade', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-rb-');
+    await game(stateDir, gameDir).update();
+    serve(build1.text, 1, { version: '1.18.1' }, { downgrade: false });
+    await expect(game(stateDir, gameDir, { trustedKeys: withRogue }).update()).rejects.toBeInstanceOf(RollbackError);
+    // Off a revoked build, the service says downgrade: the lower build is installed.
+    serve(build1.text, 1, { version: '1.18.1' }, { downgrade: true });
+    const result = await game(stateDir, gameDir, { trustedKeys: withRogue }).update();
+    expect(result).toMatchObject({ result: 'updated', from: 2, to: 1 });
+    for (const file of BUILD1.slice(0, 4)) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+  });
+
+  it('with publisher keys pinned, the manifest needs their signature naming this app, build and SHA-256', async () => {
+    const pair = await generateKeyPair('');
+    const secret = await parseSecretKey(pair.secretKeyFile, '');
+    const digest = await prehash([Buffer.from(build2.text)]);
+    const sign = (buildCode: number) =>
+      signPrehash(secret, digest, gameTrustedComment({ app: 'app', buildCode, sha256: sha256Of(build2.text) }));
+    const pinnedGame = (gameDir: string) =>
+      game(tempDir('game-state-'), gameDir, {
+        trustedKeys: withRogue,
+        updates: new UpdateManager({
+          serverUrl: s.proxy.url,
+          trustedKeys: withRogue,
+          stateDir: tempDir('game-state-'),
+          publisherKeys: [pair.publicKeyFile],
+        }),
+      });
+    const gameDir = tempDir('game-pub-');
+    // The service holds no signature (published unsigned): refused.
+    await expect(pinnedGame(gameDir).update()).rejects.toMatchObject({ kind: 'publisher-signature' });
+    serve(build2.text, 2, { manifestSignature: sign(3) });
+    await expect(pinnedGame(gameDir).update()).rejects.toMatchObject({ kind: 'publisher-signature' });
+    expect(fs.readdirSync(gameDir)).toEqual([]);
+    serve(build2.text, 2, { manifestSignature: sign(2) });
+    expect(await pinnedGame(gameDir).update()).toMatchObject({ result: 'installed', to: 2 });
+  });
+
+  it('a build larger than the free space stops before a byte is downloaded or written (disk-space, exit 1)', async () => {
+    const gameDir = tempDir('game-full-');
+    const { bavail, bsize } = fs.statfsSync(gameDir);
+    const chunk = 8 * 1024 * 1024;
+    const count = Math.ceil((bavail * bsize * 2) / chunk);
+    const name = sha256Of('never downloaded');
+    const huge = JSON.stringify({
+      format: 1,
+      app: 'app',
+      version: '1.18.2',
+      buildCode: 2,
+      files: [
+        {
+          path: 'huge.bin',
+          size: count * chunk,
+          sha256: name,
+          chunks: Array.from({ length: count }, () => [name, chunk]),
+        },
+      ],
+    });
+    serve(huge, 2);
+    const chunks = chunkRequests();
+    const stateDir = tempDir('game-state-');
+    const failure = await game(stateDir, gameDir, { trustedKeys: withRogue })
+      .update()
+      .catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(DiskSpaceError);
+    expect((failure as DiskSpaceError).bytesNeeded).toBeGreaterThanOrEqual(count * chunk);
+    expect(chunkRequests()).toBe(chunks);
+    expect(fs.readdirSync(gameDir).filter((f) => f !== '.patchwell-work')).toEqual([]);
+    const run = await cli(['game', 'update', ...common(stateDir, gameDir, withRogue)]);
+    expect(run.code).toBe(1);
+    expect(lastJson(run.stderr)).toMatchObject({ kind: 'disk-space' });
+  });
+
+  it('a chunk that does not hash to its name is never used (integrity, exit 2)', async () => {
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/game/chunks/')) return undefined;
+      const answer = await upstream();
+      return { ...answer, body: randomBytes(answer.body.length) };
+    };
+    const gameDir = tempDir('game-lie-');
+    const run = await cli(['game', 'update', ...common(tempDir('game-state-'), gameDir), '--connections', '1']);
+    expect(run.code).toBe(2);
+    expect(lastJson(run.stderr)).toMatchObject({ kind: 'integrity' });
+    expect(fs.readdirSync(gameDir).filter((f) => f !== '.patchwell-work')).toEqual([]);
+  });
+});
