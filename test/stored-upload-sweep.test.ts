@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { versionTrustedComment } from 'patchwell-client/minisign';
 import { generateKeyPair, parseSecretKey, signFile } from 'patchwell-publish/minisign';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -230,6 +231,41 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
     expect(await stored(orphan.filePath)).toBe(false);
     for (const [kind, named] of Object.entries({ version: versionFile, ...names })) {
       expect(await stored(named.filePath), kind).toBe(true);
+    }
+  });
+
+  it('leaves game chunks (game-chunks/) to the game module; a text naming several files keeps each, and only those (exactly as written)', async () => {
+    const put = (key: string) => storage.write(key, Readable.from([`bytes of ${key}`]), 'application/octet-stream');
+    const chunk = 'game-chunks/ab/ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34';
+    const keys = {
+      first: '2026-01/pic.png',
+      second: '2026-01/pic2.png',
+      afterNewline: '2026-02/other.png',
+      unnamed: '2026-01/pic3.png',
+    };
+    for (const key of [chunk, ...Object.values(keys)]) await put(key);
+    const at = new Date().toISOString();
+    await t.app.ctx.db
+      .insertInto('softwarePackages')
+      .values({
+        id: 'p1',
+        slug: 'texts',
+        nameZh: 'Texts',
+        nameEn: 'Texts',
+        descriptionZh: `![a](/uploads/${keys.first}) ![b](/uploads/${keys.second})\n/uploads/${keys.afterNewline}`,
+        // Another case, or the key's start alone, names something else.
+        descriptionEn: `/UPLOADS/${keys.unnamed} /uploads/2026-01/pic3`,
+        createdAt: at,
+        updatedAt: at,
+      })
+      .execute();
+
+    // The chunk is older than the expiry and nothing here names it: not this sweep's, not even listed.
+    expect(await t.app.ctx.uploadSweep.run(later())).toEqual({ examined: 4, swept: 1 });
+    expect(await storage.stat(chunk)).not.toBeNull();
+    expect(await storage.stat(keys.unnamed)).toBeNull();
+    for (const key of [keys.first, keys.second, keys.afterNewline]) {
+      expect(await storage.stat(key), key).not.toBeNull();
     }
   });
 

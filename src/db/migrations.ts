@@ -643,6 +643,28 @@ const m014GameBuilds: Migration = {
   },
 };
 
+/**
+ * The columns that hold a stored file's path exactly, indexed: the sweep of stored files looks its
+ * keys up in them a batch at a time, which without an index read each table whole for every batch.
+ */
+const m015StoredFileNames: Migration = {
+  async up(db: Kysely<unknown>) {
+    const columns = [
+      ['software_versions', 'file_path'],
+      ['releases', 'file_path'],
+      ['addons', 'icon_url'],
+      ['screenshots', 'image_url'],
+      ['articles', 'cover_image'],
+      ['banners', 'image_url'],
+      ['gallery_images', 'image_url'],
+      ['software_deltas', 'file_key'],
+    ] as const;
+    for (const [table, column] of columns) {
+      await db.schema.createIndex(`${table}_${column}_idx`).on(table).column(column).execute();
+    }
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -658,6 +680,7 @@ export const migrations: Record<string, Migration> = {
   '012_idempotency_keys': m012IdempotencyKeys,
   '013_release_folders': m013ReleaseFolders,
   '014_game_builds': m014GameBuilds,
+  '015_stored_file_names': m015StoredFileNames,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -47,14 +47,19 @@ export interface Storage {
   close?(): Promise<void>;
 }
 
+/** The longest key `isSafeKey` accepts. */
+export const KEY_MAX_LENGTH = 512;
+/** Characters no key holds: backslashes and control characters. */
+// eslint-disable-next-line no-control-regex
+export const NOT_IN_KEY = /[\\\u0000-\u001f\u007f]/;
+
 /**
  * Store-relative path without absolute parts, backslashes, control characters, empty segments or
  * segments starting with a dot (`.`, `..`, and the store's own `.tmp`).
  */
 export function isSafeKey(key: string): boolean {
-  if (key === '' || key.length > 512) return false;
-  // eslint-disable-next-line no-control-regex
-  if (/[\\\u0000-\u001f\u007f]/.test(key)) return false;
+  if (key === '' || key.length > KEY_MAX_LENGTH) return false;
+  if (NOT_IN_KEY.test(key)) return false;
   return key.split('/').every((seg) => seg !== '' && !seg.startsWith('.'));
 }
 

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../../db/index.js';
 import type { Database } from '../../db/schema.js';
-import { filePathFromKey, UPLOADS_PREFIX } from '../../storage/storage.js';
+import { filePathFromKey, KEY_MAX_LENGTH, NOT_IN_KEY, UPLOADS_PREFIX } from '../../storage/storage.js';
 
 /** Columns that hold a stored file's public path (`/uploads/…`) exactly, as the service writes it. */
 const PATH_COLUMNS = [
@@ -39,18 +39,15 @@ type TextTable =
   | 'banners'
   | 'galleryImages';
 
-/** Keys searched in text at once: SQLite nests a chain of `OR` one level deeper per term (at most 1000). */
-const TEXT_BATCH = 100;
-
-/** `LIKE` wildcards in a key (`_`) match more than the key: the text found is then searched for the key itself. */
-const containing = (key: string) => `%${filePathFromKey(key)}%`;
+/** Whether a stored file's key is written in the text columns (see `textNames`). */
+export type TextNames = (key: string) => boolean;
 
 /**
  * The keys among `keys` that nothing names: no version, release, delta, addon icon, screenshot,
- * article (cover or text), banner or gallery image. First by the columns that hold a path exactly, then,
- * for the keys left, by searching the text columns.
+ * article (cover or text), banner or gallery image. First by the columns that hold a path exactly
+ * (indexed), then, for the keys left, by the text columns (`inText`: read now, or once for many keys).
  */
-export async function unnamedKeys(db: Db, keys: readonly string[]): Promise<string[]> {
+export async function unnamedKeys(db: Db, keys: readonly string[], inText?: TextNames): Promise<string[]> {
   if (keys.length === 0) return [];
   const named = new Set<string>();
   const paths = keys.map(filePathFromKey);
@@ -60,49 +57,64 @@ export async function unnamedKeys(db: Db, keys: readonly string[]): Promise<stri
   }
   const deltas = await db.selectFrom('softwareDeltas').select('fileKey').where('fileKey', 'in', keys).execute();
   for (const row of deltas) if (row.fileKey !== null) named.add(row.fileKey);
-  const unnamed: string[] = [];
-  for (let i = 0; i < keys.length; i += TEXT_BATCH) {
-    unnamed.push(
-      ...(await notInText(
-        db,
-        keys.slice(i, i + TEXT_BATCH).filter((key) => !named.has(key)),
-      )),
-    );
-  }
-  return unnamed;
+  const left = keys.filter((key) => !named.has(key));
+  if (left.length === 0) return [];
+  const written = inText ?? (await textNames(db));
+  return left.filter((key) => !written(key));
 }
 
-/** The keys among `keys` that no text column names (TEXT_BATCH keys at most: one `LIKE` per key and column). */
-async function notInText(db: Db, keys: readonly string[]): Promise<string[]> {
-  let left = [...keys];
+/**
+ * Reads the text columns once and answers, for any number of keys, whether the text holds
+ * `/uploads/<key>` anywhere: for each `/uploads/` written in a text (or in a link that is not a bare
+ * path, which the exact lookups answer), what follows it as far as a key could reach, sorted; a key is
+ * written where it begins one of them. Only the rows that hold `/uploads/` are read, and memory is one
+ * short string for each `/uploads/` in them, not one for each row or stored file.
+ */
+export async function textNames(db: Db): Promise<TextNames> {
+  const tails: string[] = [];
   for (const [table, { text, links }] of Object.entries(TEXT_COLUMNS) as [
     TextTable,
     (typeof TEXT_COLUMNS)[TextTable],
   ][]) {
-    if (left.length === 0) break;
-    const columns = [...text, ...links];
-    const refs = columns.map((column) => sql.ref<string | null>(column));
-    const texts = await db
+    const values = [
+      ...text.map((column) => sql.ref<string | null>(column)),
+      // A bare path was looked up exactly: only other links are read (null in place of a bare one).
+      ...links.map((column) => {
+        const ref = sql.ref<string | null>(column);
+        return sql<
+          string | null
+        >`case when ${ref} like ${`${UPLOADS_PREFIX}%`} and ${ref} not like ${'%?%'} and ${ref} not like ${'%#%'} then null else ${ref} end`;
+      }),
+    ];
+    const rows = await db
       .selectFrom(table)
-      .select(refs.map((ref, i) => ref.as(`t${i}`)))
-      .where((eb) =>
-        eb.or(
-          refs.flatMap((ref, i) => {
-            const matches = eb.or(left.map((key) => eb(ref, 'like', containing(key))));
-            if (i < text.length) return [matches];
-            // A bare path was looked up exactly: only other links are searched (a cheap test first).
-            const bare = eb.and([
-              eb(ref, 'like', `${UPLOADS_PREFIX}%`),
-              eb(ref, 'not like', '%?%'),
-              eb(ref, 'not like', '%#%'),
-            ]);
-            return [eb.and([eb.not(bare), matches])];
-          }),
-        ),
-      )
+      .select(values.map((value, i) => value.as(`t${i}`)))
+      .where((eb) => eb.or(values.map((value) => eb(value, 'like', `%${UPLOADS_PREFIX}%`))))
       .execute();
-    const found = texts.flatMap((row: Record<string, string | null>) => Object.values(row));
-    left = left.filter((key) => !found.some((value) => value?.includes(filePathFromKey(key))));
+    for (const row of rows as Record<string, string | null>[]) {
+      for (const value of Object.values(row)) if (value !== null) tails.push(...keysFollowing(value));
+    }
   }
-  return left;
+  tails.sort();
+  return (key) => {
+    // The tails that begin with `key` come first among those not before it.
+    let [low, high] = [0, tails.length];
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((tails[middle] ?? '') < key) low = middle + 1;
+      else high = middle;
+    }
+    return tails[low]?.startsWith(key) ?? false;
+  };
+}
+
+/** What follows each `/uploads/` in `text`, as far as a key could reach. */
+function keysFollowing(text: string): string[] {
+  const tails: string[] = [];
+  for (let at = text.indexOf(UPLOADS_PREFIX); at !== -1; at = text.indexOf(UPLOADS_PREFIX, at + 1)) {
+    const tail = text.slice(at + UPLOADS_PREFIX.length, at + UPLOADS_PREFIX.length + KEY_MAX_LENGTH);
+    const end = tail.search(NOT_IN_KEY);
+    tails.push(end === -1 ? tail : tail.slice(0, end));
+  }
+  return tails;
 }
