@@ -31,6 +31,9 @@ import type { StateFolder } from './state.js';
 export type BackupReason =
   'manual' | 'addons-install' | 'addons-update' | 'addons-remove' | 'game-update' | 'game-repair' | 'restore';
 
+/** Why an automatic snapshot was taken. */
+export type AutomaticReason = Exclude<BackupReason, 'manual'>;
+
 /** A snapshot as `backup list` shows it. */
 export interface BackupSummary {
   readonly id: string;
@@ -260,7 +263,7 @@ export async function createSnapshot(
 export async function snapshotBeforeChange(
   state: StateFolder,
   gameDir: string,
-  reason: Exclude<BackupReason, 'manual'>,
+  reason: AutomaticReason,
   keep: number = DEFAULT_KEEP,
   options: Pick<SnapshotOptions, 'withAddons'> = {},
 ): Promise<BackupSummary | null> {
@@ -274,7 +277,7 @@ export async function snapshotBeforeChange(
 async function autoSnapshot(
   state: StateFolder,
   game: string,
-  reason: Exclude<BackupReason, 'manual'>,
+  reason: AutomaticReason,
   keep: number,
   withAddons: boolean,
 ): Promise<BackupSummary | null> {
