@@ -62,9 +62,9 @@ export async function fingerprintFolder(dir: string): Promise<FoundFolder> {
 }
 
 /**
- * The adoptions `matches` allow among `found`. A match naming a fingerprint not asked, or a folder
- * that is not the one found with its fingerprint, is refused (`IntegrityError`): the answer is not
- * about these folders. Answers the adoptions (most folders first) and the folders left unknown.
+ * The adoptions `matches` allow among `found`. A match naming a fingerprint not asked is refused
+ * (`IntegrityError`): the answer is not about these folders; one naming a folder other than the one
+ * found with its fingerprint is no match. Answers the adoptions (most folders first) and the folders left unknown.
  */
 export function chooseAdoptions(
   found: readonly FoundFolder[],
@@ -72,12 +72,14 @@ export function chooseAdoptions(
 ): { adoptions: Adoption[]; unknown: string[] } {
   const releases = new Map<string, { slug: string; releaseId: string; version: string; folders: Set<string> }>();
   for (const match of matches) {
-    const folder = found.find((f) => f.fingerprint === match.fingerprint && sameName(f.folder, match.folder));
-    if (folder === undefined) {
+    if (!found.some((f) => f.fingerprint === match.fingerprint)) {
       throw new IntegrityError(
         `the fingerprint answer names the folder ${JSON.stringify(match.folder)} (${match.fingerprint}), which was not asked about`,
       );
     }
+    // The same files under another name (a folder renamed by hand) are not that release's folder.
+    const folder = found.find((f) => f.fingerprint === match.fingerprint && sameName(f.folder, match.folder));
+    if (folder === undefined) continue;
     const key = `${match.addon.slug}\n${match.release.id}`;
     const release = releases.get(key) ?? {
       slug: match.addon.slug,
