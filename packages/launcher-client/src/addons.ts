@@ -71,8 +71,8 @@ export interface AddonOperationOptions {
   readonly keep?: number;
 }
 
-/** An installed addon as `list` answers it: its manifest, and whether it is pinned. */
-export type ListedAddon = AddonManifest & { readonly pinned: boolean };
+/** An installed addon as `list` answers it: its manifest, with `pinned: true` when it is pinned. */
+export type ListedAddon = AddonManifest & { readonly pinned?: true };
 
 /** An installed addon with newer releases, and their changelogs, newest first. */
 export interface OutdatedAddon {
@@ -97,8 +97,8 @@ export interface InstalledSummary {
 export interface UpdateReport {
   readonly updated: { slug: string; from: string; to: string }[];
   readonly upToDate: string[];
-  /** Pinned addons, left as they are. */
-  readonly pinned: string[];
+  /** Pinned addons, left as they are (only when there is one: without pins, the report is as before). */
+  readonly pinned?: string[];
   readonly failed: { slug: string; kind: string; error: string }[];
 }
 
@@ -175,7 +175,7 @@ export class AddonManager {
   async list(): Promise<ListedAddon[]> {
     await this.recover();
     const pins = await this.pins.read();
-    return [...(await this.manifests()).values()].map((m) => ({ ...m, pinned: pins.has(m.slug) }));
+    return [...(await this.manifests()).values()].map((m) => (pins.has(m.slug) ? { ...m, pinned: true } : m));
   }
 
   /**
@@ -325,12 +325,13 @@ export class AddonManager {
     await this.recover();
     const installed = await this.manifests();
     const pins = await this.pins.read();
-    const report: UpdateReport = { updated: [], upToDate: [], pinned: [], failed: [] };
+    const report: UpdateReport = { updated: [], upToDate: [], failed: [] };
+    const pinned: string[] = [];
     const targets: AddonManifest[] = [];
     for (const slug of slugs ?? [...installed.keys()]) {
       const manifest = installed.get(slug);
       if (manifest === undefined) report.failed.push(failureOf(slug, new NotFoundError(`${slug} is not installed`)));
-      else if (pins.has(slug)) report.pinned.push(slug);
+      else if (pins.has(slug)) pinned.push(slug);
       else targets.push(manifest);
     }
     let snapshotted = false;
@@ -362,7 +363,8 @@ export class AddonManager {
         }
       }
     }
-    return report;
+    const { updated, upToDate, failed } = report;
+    return pinned.length === 0 ? report : { updated, upToDate, pinned, failed };
   }
 
   /**

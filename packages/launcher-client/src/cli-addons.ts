@@ -42,9 +42,10 @@ const HELP = `Usage:
       every archive checked before anything is swapped in; a change is all or nothing. Before a
       change, GAME/WTF is snapshotted into DIR/backups when it changed since the last snapshot; the
       newest N automatic snapshots are kept (--keep, default 20; see launcher-client backup).
-      Last line on stdout: list {"addons": [{slug, version, folders, sha256, pinned}]}; install
-      {"installed": [{slug, version, folders}]}; update {"updated": [{slug, from, to}],
-      "upToDate": [slug], "pinned": [slug], "failed": [{slug, kind, error}]}; remove {"removed":
+      Last line on stdout: list {"addons": [{slug, version, folders, sha256}]} ("pinned": true on a
+      pinned one); install {"installed": [{slug, version, folders}]}; update {"updated": [{slug,
+      from, to}], "upToDate": [slug], "failed": [{slug, kind, error}]} (and "pinned": [slug] when
+      pinned addons were left alone); remove {"removed":
       [slug]}; pin {"pinned": {slug, version, folders}}; unpin {"unpinned": slug}; outdated
       {"outdated": [{slug, from, to, changelogs: [{version, changelog, createdAt}]}]}; scan
       {"adopted": [{slug, version, folders}], "unknown": [folder]}.
@@ -147,7 +148,7 @@ export async function addonsCommand(argv: string[], tools: CliTools): Promise<nu
           version: a.version,
           folders: a.folders,
           sha256: a.sha256,
-          pinned: a.pinned,
+          ...(a.pinned === true ? { pinned: true } : {}),
         })),
       };
     } else if (command === 'install') {

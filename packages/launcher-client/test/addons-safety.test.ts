@@ -261,7 +261,6 @@ describe('versions and pins', () => {
     expect(after.last).toEqual({
       updated: [{ slug: 'pinme', from: '1.0', to: '2.0' }],
       upToDate: ['free'],
-      pinned: [],
       failed: [],
     });
     const pinned = await cli(['addons', 'pin', 'pinme', ...offline(x)]);
