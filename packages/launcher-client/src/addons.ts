@@ -16,7 +16,7 @@ import path from 'node:path';
 import { AddonPins, parseAddonSpec } from './addon-pins.js';
 import { chooseAdoptions, type FoundFolder, fingerprintFolder } from './addon-scan.js';
 import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive } from './archive.js';
-import { type AutomaticReason, DEFAULT_KEEP, snapshotBeforeChange } from './backups.js';
+import { type AutomaticReason, DEFAULT_KEEP, recoverRestore, snapshotBeforeChange } from './backups.js';
 import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from './client.js';
 import type { Progress } from './download.js';
 import {
@@ -621,8 +621,9 @@ export class AddonManager {
     }
   }
 
-  /** Finishes (once swapped) or rolls back the swap a killed process left recorded. */
+  /** Finishes (once swapped) or rolls back the restore or the swap a killed process left recorded. */
   private async recover(): Promise<void> {
+    await recoverRestore(this.updates.state, this.gameDir);
     const record = await this.updates.state.readJson<SwapRecord | null>(RECORD, null);
     if (record === null) return;
     if (typeof record.work !== 'string' || path.dirname(record.work) !== this.workRoot) {
