@@ -82,6 +82,11 @@ const DIR = 'backups';
 const INDEX = `${DIR}/index.json`;
 const JOURNAL = 'backups-restore.json';
 const ID = /^\d{8}T\d{9}Z-[0-9a-f]{8}$/;
+/**
+ * Files from this size are deflated, smaller ones stored: yazl deflates each entry as its own zlib
+ * job, which for thousands of small files costs seconds and saves little.
+ */
+const COMPRESS_FROM = 64 * 1024;
 /** Top-level folders of a snapshot zip. */
 const WTF = 'WTF';
 const ADDONS = 'Interface';
@@ -122,17 +127,20 @@ async function walk(dir: string, prefix: string, files: FoundFile[], emptyFolder
     throw err;
   }
   if (entries.length === 0) emptyFolders.push(prefix);
-  for (const entry of entries) {
-    const why = badSegment(entry.name);
-    const name = `${prefix}/${entry.name}`;
-    if (why !== null) throw new ArchiveError(`${name} cannot be kept in a snapshot: it has ${why}`);
-    const file = path.join(dir, entry.name);
-    if (entry.isDirectory()) await walk(file, name, files, emptyFolders);
-    else if (entry.isFile()) {
-      const stat = await fs.promises.stat(file);
-      files.push({ name, file, size: stat.size, mtimeMs: stat.mtimeMs });
-    } else throw new ArchiveError(`${name} cannot be kept in a snapshot: it is not a file or folder`);
-  }
+  // A folder's entries at once: thousands of files are stat'ed in a few milliseconds.
+  await Promise.all(
+    entries.map(async (entry) => {
+      const why = badSegment(entry.name);
+      const name = `${prefix}/${entry.name}`;
+      if (why !== null) throw new ArchiveError(`${name} cannot be kept in a snapshot: it has ${why}`);
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) await walk(file, name, files, emptyFolders);
+      else if (entry.isFile()) {
+        const stat = await fs.promises.stat(file);
+        files.push({ name, file, size: stat.size, mtimeMs: stat.mtimeMs });
+      } else throw new ArchiveError(`${name} cannot be kept in a snapshot: it is not a file or folder`);
+    }),
+  );
 }
 
 /** What a snapshot of this scope copies, and its fingerprint (names, sizes, modification times). */
@@ -154,6 +162,7 @@ async function scopeOf(state: StateFolder, game: string, withAddons: boolean): P
     seen.add(key);
     hash.update(`${f.name}\0${f.size}\0${f.mtimeMs}\n`);
   }
+  emptyFolders.sort();
   for (const folder of emptyFolders) hash.update(`${folder}/\n`);
   const limits = DEFAULT_ARCHIVE_LIMITS;
   const bytes = files.reduce((sum, f) => sum + f.size, 0);
@@ -202,10 +211,15 @@ async function takeSnapshot(
   const id = `${now.toISOString().replace(/[-:.]/g, '')}-${randomBytes(4).toString('hex')}`;
   const zip = new yazl.ZipFile();
   const hashes: Record<string, string> = {};
-  for (const f of scope.files) {
-    const data = await fs.promises.readFile(f.file);
-    hashes[f.name] = createHash('sha256').update(data).digest('hex');
-    zip.addBuffer(data, f.name, { mtime: new Date(f.mtimeMs) });
+  // Read 64 files at a time: thousands of small settings files are read in a fraction of the time.
+  for (let at = 0; at < scope.files.length; at += 64) {
+    const batch = scope.files.slice(at, at + 64);
+    const read = await Promise.all(batch.map((f) => fs.promises.readFile(f.file)));
+    batch.forEach((f, k) => {
+      const data = read[k]!;
+      hashes[f.name] = createHash('sha256').update(data).digest('hex');
+      zip.addBuffer(data, f.name, { mtime: new Date(f.mtimeMs), compress: data.length >= COMPRESS_FROM });
+    });
   }
   for (const folder of scope.emptyFolders) zip.addEmptyDirectory(folder);
   const dir = path.join(state.dir, DIR);
