@@ -13,7 +13,10 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { AddonPins, parseAddonSpec } from './addon-pins.js';
+import { chooseAdoptions, type FoundFolder, fingerprintFolder } from './addon-scan.js';
 import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive, foldName } from './archive.js';
+import { type AutomaticReason, DEFAULT_KEEP, recoverRestore, snapshotBeforeChange } from './backups.js';
 import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from './client.js';
 import type { Progress } from './download.js';
 import {
@@ -23,6 +26,7 @@ import {
   LauncherClientError,
   NotFoundError,
   StateError,
+  IntegrityError,
   UsageError,
 } from './errors.js';
 
@@ -63,6 +67,25 @@ export interface AddonManagerOptions {
 export interface AddonOperationOptions {
   readonly onProgress?: (progress: AddonProgress) => void;
   readonly signal?: AbortSignal;
+  /** Automatic settings snapshots kept after the one taken before a change (default 20). */
+  readonly keep?: number;
+}
+
+/** An installed addon as `list` answers it: its manifest, with `pinned: true` when it is pinned. */
+export type ListedAddon = AddonManifest & { readonly pinned?: true };
+
+/** An installed addon with newer releases, and their changelogs, newest first. */
+export interface OutdatedAddon {
+  readonly slug: string;
+  readonly from: string;
+  readonly to: string;
+  readonly changelogs: { version: string; changelog: string; createdAt: string }[];
+}
+
+/** What `scan` found: the addons adopted, and the folders no release of the catalogue explains. */
+export interface ScanReport {
+  readonly adopted: InstalledSummary[];
+  readonly unknown: string[];
 }
 
 export interface InstalledSummary {
@@ -74,6 +97,8 @@ export interface InstalledSummary {
 export interface UpdateReport {
   readonly updated: { slug: string; from: string; to: string }[];
   readonly upToDate: string[];
+  /** Pinned addons, left as they are (only when there is one: without pins, the report is as before). */
+  readonly pinned?: string[];
   readonly failed: { slug: string; kind: string; error: string }[];
 }
 
@@ -97,6 +122,8 @@ const MANIFESTS = 'addons';
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 /** The catalogue's most installed entries per `POST /api/addons/updates`. */
 const UPDATES_PER_REQUEST = 500;
+/** The most fingerprints per `POST /api/addons/fingerprints`. */
+const FINGERPRINTS_PER_REQUEST = 5000;
 const versions = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
 
 /** Negative, zero or positive as version `a` is below, equal to or above `b` (`1.10` above `1.9`). */
@@ -127,11 +154,15 @@ export class AddonManager {
   readonly addonsDir: string;
   private readonly workRoot: string;
   private readonly limits: ArchiveLimits;
+  private readonly pins: AddonPins;
+  private readonly gameDir: string;
 
   constructor(options: AddonManagerOptions) {
     this.updates = options.updates;
     const game = path.resolve(options.gameDir);
+    this.gameDir = game;
     this.addonsDir = path.join(game, 'Interface', 'AddOns');
+    this.pins = new AddonPins(options.updates.state);
     // Beside Interface/AddOns, so that every swap is a rename on one file system.
     this.workRoot = path.join(game, 'Interface', '.patchwell-work');
     this.limits = { ...DEFAULT_ARCHIVE_LIMITS, ...options.limits };
@@ -141,25 +172,33 @@ export class AddonManager {
     return this.updates.state.dir;
   }
 
-  /** The installed addons, by slug. */
-  async list(): Promise<AddonManifest[]> {
+  /** The installed addons, by slug, each with whether it is pinned. */
+  async list(): Promise<ListedAddon[]> {
     await this.recover();
-    return [...(await this.manifests()).values()];
+    const pins = await this.pins.read();
+    return [...(await this.manifests()).values()].map((m) => (pins.has(m.slug) ? { ...m, pinned: true } : m));
   }
 
   /**
-   * Installs each addon's latest release, its required dependencies first (each at least its
-   * `minVersion`; one already installed at such a version is kept). Answers what was installed or
-   * found installed, dependencies included, in the order installed.
+   * Installs each addon's latest release, or with `SLUG@VERSION` that release of the signed detail
+   * (and pins the addon at it; `SLUG` alone unpins), its required dependencies first (each at least
+   * its `minVersion`; one already installed at such a version is kept). Before the first change,
+   * `WTF` is snapshotted (`snapshotBeforeChange`). Answers what was installed or found installed,
+   * dependencies included, in the order installed.
    */
-  async install(slugs: readonly string[], options: AddonOperationOptions = {}): Promise<InstalledSummary[]> {
-    for (const slug of slugs) AddonManager.checkSlug(slug);
+  async install(specs: readonly string[], options: AddonOperationOptions = {}): Promise<InstalledSummary[]> {
+    const parsed = specs.map(parseAddonSpec);
+    for (const { slug } of parsed) AddonManager.checkSlug(slug);
     await this.recover();
     const installed = await this.manifests();
-    const plan = await this.plan(
-      slugs.map((slug) => ({ slug })),
-      installed,
-    );
+    const roots = [];
+    for (const { slug, version } of parsed) {
+      roots.push(version === null ? { slug } : { slug, release: await this.releaseOf(slug, version) });
+    }
+    const plan = await this.plan(roots, installed);
+    if (plan.some(({ slug, release }) => installed.get(slug)?.releaseId !== release.id)) {
+      await this.snapshot('addons-install', options);
+    }
     const done: InstalledSummary[] = [];
     for (const { slug, release } of plan) {
       const before = installed.get(slug) ?? null;
@@ -170,7 +209,111 @@ export class AddonManager {
       installed.set(slug, manifest);
       done.push({ slug, version: manifest.version, folders: manifest.folders });
     }
+    for (const { slug, version } of parsed) await this.pins.set(slug, version);
     return done;
+  }
+
+  /** Pins an installed addon at its installed version: `update` leaves it alone. */
+  async pin(slug: string): Promise<InstalledSummary> {
+    const manifest = await this.installedManifest(slug);
+    await this.pins.set(slug, manifest.version);
+    return { slug, version: manifest.version, folders: manifest.folders };
+  }
+
+  /** Lets an installed addon follow the newest release again. */
+  async unpin(slug: string): Promise<void> {
+    await this.installedManifest(slug);
+    await this.pins.set(slug, null);
+  }
+
+  /**
+   * The named installed addons (all when none are named) that have a newer release, each with the
+   * changelog of every release above the installed one up to the newest, newest first. One
+   * `POST /api/addons/updates` says which are outdated; its answer names only the newest release, so
+   * the changelogs come from each outdated addon's signed detail (`GET /api/addons/{slug}`).
+   */
+  async outdated(slugs?: readonly string[]): Promise<OutdatedAddon[]> {
+    for (const slug of slugs ?? []) AddonManager.checkSlug(slug);
+    await this.recover();
+    const installed = await this.manifests();
+    const targets = slugs === undefined ? [...installed.values()] : [];
+    for (const slug of slugs ?? []) targets.push(await this.installedManifest(slug, installed));
+    const outdated: OutdatedAddon[] = [];
+    for (let at = 0; at < targets.length; at += UPDATES_PER_REQUEST) {
+      const batch = targets.slice(at, at + UPDATES_PER_REQUEST);
+      const { results } = await this.updates.checkAddons(batch.map((m) => ({ slug: m.slug, version: m.version })));
+      for (const manifest of batch) {
+        const result = results.find((r) => 'slug' in r.query && r.query.slug === manifest.slug);
+        const latest = result?.latest ?? null;
+        if (result?.updateAvailable !== true || latest === null || latest.id === manifest.releaseId) continue;
+        const addon = await this.updates.addon(manifest.slug);
+        const newer = (addon?.releases ?? []).filter(
+          (r) => compareVersions(r.version, manifest.version) > 0 && compareVersions(r.version, latest.version) <= 0,
+        );
+        outdated.push({
+          slug: manifest.slug,
+          from: manifest.version,
+          to: latest.version,
+          changelogs: newer
+            .sort((a, b) => compareVersions(b.version, a.version))
+            .map((r) => ({ version: r.version, changelog: r.changelog, createdAt: r.createdAt })),
+        });
+      }
+    }
+    return outdated;
+  }
+
+  /**
+   * Adopts addons unpacked by hand: fingerprints every folder of `Interface/AddOns` that no manifest
+   * names, asks the catalogue (`POST /api/addons/fingerprints`, 5,000 per request) which releases'
+   * folders they are, and writes a manifest for each addon whose folders found all match one release
+   * of it (see `addon-scan.ts`). Nothing is downloaded, nothing in the game folder changes.
+   */
+  async scan(signal?: AbortSignal): Promise<ScanReport> {
+    await this.recover();
+    const installed = await this.manifests();
+    const claimed = [...installed.values()].flatMap((m) => m.folders);
+    const found: FoundFolder[] = [];
+    for (const name of (await this.presentFolders()).sort()) {
+      if (badSegment(name) !== null || claimed.some((f) => sameName(f, name))) continue;
+      const dir = path.join(this.addonsDir, name);
+      if ((await fs.promises.lstat(dir)).isDirectory()) found.push(await fingerprintFolder(dir));
+    }
+    const matches = [];
+    for (let at = 0; at < found.length; at += FINGERPRINTS_PER_REQUEST) {
+      const asked = found.slice(at, at + FINGERPRINTS_PER_REQUEST);
+      const answer = await this.updates.matchFolders(
+        asked.map((f) => f.fingerprint),
+        signal,
+      );
+      if (!Array.isArray(answer.matches)) throw new IntegrityError('the fingerprint answer has no matches');
+      matches.push(...answer.matches);
+    }
+    const { adoptions, unknown } = chooseAdoptions(found, matches);
+    const adopted: InstalledSummary[] = [];
+    for (const adoption of adoptions) {
+      const release = SLUG.test(adoption.slug)
+        ? (await this.updates.addon(adoption.slug))?.releases.find((r) => r.id === adoption.releaseId)
+        : undefined;
+      if (release === undefined || installed.has(adoption.slug)) {
+        unknown.push(...adoption.folders);
+        continue;
+      }
+      await this.writeManifest({
+        slug: adoption.slug,
+        version: release.version,
+        releaseId: release.id,
+        sha256: (release.sha256 ?? '').toLowerCase(),
+        folders: adoption.folders,
+        files: adoption.folders.flatMap((folder) =>
+          found.find((f) => f.folder === folder)!.files.map((file) => `${folder}/${file}`),
+        ),
+        dependencies: release.dependencies,
+        installedAt: new Date().toISOString(),
+      });
+      adopted.push({ slug: adoption.slug, version: release.version, folders: adoption.folders });
+    }
+    return { adopted, unknown: unknown.sort() };
   }
 
   /**
@@ -182,13 +325,17 @@ export class AddonManager {
     for (const slug of slugs ?? []) AddonManager.checkSlug(slug);
     await this.recover();
     const installed = await this.manifests();
+    const pins = await this.pins.read();
     const report: UpdateReport = { updated: [], upToDate: [], failed: [] };
+    const pinned: string[] = [];
     const targets: AddonManifest[] = [];
     for (const slug of slugs ?? [...installed.keys()]) {
       const manifest = installed.get(slug);
       if (manifest === undefined) report.failed.push(failureOf(slug, new NotFoundError(`${slug} is not installed`)));
+      else if (pins.has(slug)) pinned.push(slug);
       else targets.push(manifest);
     }
+    let snapshotted = false;
     for (let at = 0; at < targets.length; at += UPDATES_PER_REQUEST) {
       const batch = targets.slice(at, at + UPDATES_PER_REQUEST);
       const query: InstalledAddon[] = batch.map((m) => ({ slug: m.slug, version: m.version }));
@@ -203,6 +350,8 @@ export class AddonManager {
         }
         try {
           const plan = await this.plan([{ slug: manifest.slug, release: latest }], installed);
+          if (!snapshotted) await this.snapshot('addons-update', options);
+          snapshotted = true;
           for (const step of plan) {
             const before = installed.get(step.slug) ?? null;
             if (before?.releaseId === step.release.id) continue;
@@ -215,7 +364,8 @@ export class AddonManager {
         }
       }
     }
-    return report;
+    const { updated, upToDate, failed } = report;
+    return pinned.length === 0 ? report : { updated, upToDate, pinned, failed };
   }
 
   /**
@@ -236,6 +386,7 @@ export class AddonManager {
         throw new ConflictError(`${needing.map((m) => m.slug).join(', ')} needs ${slug} (remove it with --force)`);
       }
     }
+    await this.snapshot('addons-remove', options);
     const removed: string[] = [];
     for (const slug of removing) {
       const before = installed.get(slug)!;
@@ -243,9 +394,33 @@ export class AddonManager {
       for (const folder of before.folders) if (await exists(path.join(this.addonsDir, folder))) present.push(folder);
       const work = await this.begin(slug, before);
       await this.swap({ slug, work, phase: 'swapping', moveAside: present, moveIn: [], before, after: null }, options);
+      await this.pins.set(slug, null);
       removed.push(slug);
     }
     return removed;
+  }
+
+  /** Snapshots `WTF` before a change (only when it changed since the last snapshot). */
+  private async snapshot(reason: AutomaticReason, options: AddonOperationOptions): Promise<void> {
+    await snapshotBeforeChange(this.updates.state, this.gameDir, reason, options.keep ?? DEFAULT_KEEP);
+  }
+
+  /** The manifest of an installed addon (`NotFoundError` when it is not installed). */
+  private async installedManifest(slug: string, known?: ReadonlyMap<string, AddonManifest>): Promise<AddonManifest> {
+    AddonManager.checkSlug(slug);
+    if (known === undefined) await this.recover();
+    const manifest = (known ?? (await this.manifests())).get(slug);
+    if (manifest === undefined) throw new NotFoundError(`${slug} is not installed`);
+    return manifest;
+  }
+
+  /** Release `version` of `slug` from its verified detail (`NotFoundError` when the catalogue lacks it). */
+  private async releaseOf(slug: string, version: string): Promise<AddonRelease> {
+    const addon = await this.updates.addon(slug);
+    if (addon === null) throw new NotFoundError(`the catalogue has no addon ${slug}`);
+    const release = addon.releases.find((r) => r.version === version);
+    if (release === undefined) throw new NotFoundError(`the catalogue has no version ${version} of ${slug}`);
+    return release;
   }
 
   private static checkSlug(slug: string): void {
@@ -450,8 +625,9 @@ export class AddonManager {
     }
   }
 
-  /** Finishes (once swapped) or rolls back the swap a killed process left recorded. */
+  /** Finishes (once swapped) or rolls back the restore or the swap a killed process left recorded. */
   private async recover(): Promise<void> {
+    await recoverRestore(this.updates.state, this.gameDir);
     const record = await this.updates.state.readJson<SwapRecord | null>(RECORD, null);
     if (record === null) return;
     if (typeof record.work !== 'string' || path.dirname(record.work) !== this.workRoot) {

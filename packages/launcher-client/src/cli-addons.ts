@@ -1,5 +1,5 @@
 /**
- * `launcher-client addons list|install|update|remove`: the `AddonManager` as a command. The last line
+ * `launcher-client addons list|install|update|remove|pin|unpin|outdated|scan`: the `AddonManager` as a command. The last line
  * on stdout is JSON; a failure prints `{error, kind}` on stderr and exits 2 (verification or an
  * archive refused) or 1. An `update` where some addons failed still prints its JSON, with `failed`.
  */
@@ -20,19 +20,35 @@ export interface CliTools {
 
 const HELP = `Usage:
   launcher-client addons list    --state DIR --game-dir GAME
-  launcher-client addons install SLUG... --server URL --trust KEYS.json --state DIR --game-dir GAME
-                                 [--publisher-key PUB ...] [--lang zh|en]
+  launcher-client addons install SLUG[@VERSION]... --server URL --trust KEYS.json --state DIR
+                                 --game-dir GAME [--publisher-key PUB ...] [--lang zh|en] [--keep N]
   launcher-client addons update  [SLUG...] (the same options; every installed addon when none is named)
-  launcher-client addons remove  SLUG... --state DIR --game-dir GAME [--force]
+  launcher-client addons remove  SLUG... --state DIR --game-dir GAME [--force] [--keep N]
+  launcher-client addons pin     SLUG --state DIR --game-dir GAME
+  launcher-client addons unpin   SLUG --state DIR --game-dir GAME
+  launcher-client addons outdated [SLUG...] --server URL --trust KEYS.json --state DIR --game-dir GAME
+                                 [--lang zh|en]
+  launcher-client addons scan    --server URL --trust KEYS.json --state DIR --game-dir GAME
       Addons live in GAME/Interface/AddOns; DIR keeps a manifest per installed addon. install takes
-      each addon's latest release and its required dependencies first; update asks the catalogue
-      once and replaces each addon with a newer release; remove deletes exactly the folders the
-      addon's manifest lists (refused when another installed addon needs it, unless --force).
+      each addon's latest release (SLUG@VERSION: that release, and pins the addon; SLUG alone
+      unpins it) and its required dependencies first; update asks the catalogue once and replaces
+      each addon with a newer release, leaving pinned ones alone; remove deletes exactly the
+      folders the addon's manifest lists (refused when another installed addon needs it, unless
+      --force). pin keeps an addon at its installed version, unpin lets it follow the newest.
+      outdated lists every release above the installed one, with its changelog. scan adopts the
+      folders unpacked by hand that match a release of the catalogue (manifests written; nothing
+      downloaded or changed in GAME).
       Every file is verified (size, SHA-256, and with --publisher-key the publisher's signature) and
-      every archive checked before anything is swapped in; a change is all or nothing.
-      Last line on stdout: list {"addons": [{slug, version, folders, sha256}]}; install
-      {"installed": [{slug, version, folders}]}; update {"updated": [{slug, from, to}],
-      "upToDate": [slug], "failed": [{slug, kind, error}]}; remove {"removed": [slug]}.
+      every archive checked before anything is swapped in; a change is all or nothing. Before a
+      change, GAME/WTF is snapshotted into DIR/backups when it changed since the last snapshot; the
+      newest N automatic snapshots are kept (--keep, default 20; see launcher-client backup).
+      Last line on stdout: list {"addons": [{slug, version, folders, sha256}]} ("pinned": true on a
+      pinned one); install {"installed": [{slug, version, folders}]}; update {"updated": [{slug,
+      from, to}], "upToDate": [slug], "failed": [{slug, kind, error}]} (and "pinned": [slug] when
+      pinned addons were left alone); remove {"removed":
+      [slug]}; pin {"pinned": {slug, version, folders}}; unpin {"unpinned": slug}; outdated
+      {"outdated": [{slug, from, to, changelogs: [{version, changelog, createdAt}]}]}; scan
+      {"adopted": [{slug, version, folders}], "unknown": [folder]}.
 
 Exit status: 0 success; 2 an answer, file or archive was refused (kind signature, digest, stale,
 integrity, publisher-signature, archive); 1 any other failure (kind http, network, usage, not-found,
@@ -47,6 +63,7 @@ const OPTIONS = {
   'publisher-key': { type: 'string', multiple: true },
   lang: { type: 'string' },
   force: { type: 'boolean' },
+  keep: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -70,6 +87,21 @@ function addonManager(values: Values, tools: CliTools, offline: boolean): AddonM
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
   });
   return new AddonManager({ updates, gameDir: required(values, 'game-dir') });
+}
+
+/** `--keep N`: a positive integer (undefined: the default). */
+export function keepOption(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value)) || Number(value) < 1) {
+    throw new UsageError('--keep must be a positive integer');
+  }
+  return Number(value);
+}
+
+/** The one slug `pin` and `unpin` take. */
+function oneSlug(command: string, slugs: readonly string[]): string {
+  if (slugs.length !== 1) throw new UsageError(`addons ${command} takes one slug`);
+  return slugs[0]!;
 }
 
 /** One bar per addon download, on a terminal only. */
@@ -103,14 +135,21 @@ export async function addonsCommand(argv: string[], tools: CliTools): Promise<nu
   }
   try {
     const onProgress = progress(tools);
-    const options = onProgress === undefined ? {} : { onProgress };
+    const keep = keepOption(values.keep);
+    const options = { ...(onProgress === undefined ? {} : { onProgress }), ...(keep === undefined ? {} : { keep }) };
     let answer: unknown;
     let code = 0;
     if (command === 'list') {
       if (slugs.length > 0) throw new UsageError('addons list takes no slug');
       const addons = await addonManager(values, tools, true).list();
       answer = {
-        addons: addons.map((a) => ({ slug: a.slug, version: a.version, folders: a.folders, sha256: a.sha256 })),
+        addons: addons.map((a) => ({
+          slug: a.slug,
+          version: a.version,
+          folders: a.folders,
+          sha256: a.sha256,
+          ...(a.pinned === true ? { pinned: true } : {}),
+        })),
       };
     } else if (command === 'install') {
       if (slugs.length === 0) throw new UsageError('addons install needs at least one slug');
@@ -121,8 +160,22 @@ export async function addonsCommand(argv: string[], tools: CliTools): Promise<nu
       if (report.failed.length > 0) code = report.failed.some((f) => isVerificationKind(f.kind)) ? 2 : 1;
     } else if (command === 'remove') {
       if (slugs.length === 0) throw new UsageError('addons remove needs at least one slug');
-      const removed = await addonManager(values, tools, true).remove(slugs, { force: values.force === true });
+      const removed = await addonManager(values, tools, true).remove(slugs, {
+        ...options,
+        force: values.force === true,
+      });
       answer = { removed };
+    } else if (command === 'pin') {
+      answer = { pinned: await addonManager(values, tools, true).pin(oneSlug(command, slugs)) };
+    } else if (command === 'unpin') {
+      const slug = oneSlug(command, slugs);
+      await addonManager(values, tools, true).unpin(slug);
+      answer = { unpinned: slug };
+    } else if (command === 'outdated') {
+      answer = { outdated: await addonManager(values, tools, false).outdated(slugs.length > 0 ? slugs : undefined) };
+    } else if (command === 'scan') {
+      if (slugs.length > 0) throw new UsageError('addons scan takes no slug');
+      answer = await addonManager(values, tools, false).scan();
     } else {
       throw new UsageError(`unknown command addons ${command}`);
     }

@@ -4,7 +4,7 @@
  * answer, manifest or chunk) or 1; `verify` exits 3 when the game is not whole.
  */
 import { parseArgs } from 'node:util';
-import type { CliTools } from './cli-addons.js';
+import { type CliTools, keepOption } from './cli-addons.js';
 import { UpdateManager } from './client.js';
 import { UsageError } from './errors.js';
 import { GameManager, type GameProgress } from './game.js';
@@ -12,9 +12,11 @@ import { GameManager, type GameProgress } from './game.js';
 const HELP = `Usage:
   launcher-client game status --state DIR --game-dir GAME
   launcher-client game update --server URL --trust KEYS.json --state DIR --game-dir GAME --app APP
-                              [--publisher-key PUB ...] [--mirror URL ...] [--connections N]
+                              [--publisher-key PUB ...] [--mirror URL ...] [--connections N] [--keep N]
   launcher-client game verify (the same options) [--full]
   launcher-client game repair (the same options)
+      update and repair snapshot GAME/WTF first when it changed (DIR/backups, the newest --keep N
+      automatic snapshots kept, default 20; see launcher-client backup).
       Keeps the game client in GAME as the service's latest build: only changed files are rebuilt,
       from chunks already on disk and chunks downloaded (mirrors first, then the service; each
       checked against its name), assembled in GAME/.patchwell-work and renamed into place. DIR keeps
@@ -40,6 +42,7 @@ const OPTIONS = {
   'publisher-key': { type: 'string', multiple: true },
   mirror: { type: 'string', multiple: true },
   connections: { type: 'string' },
+  keep: { type: 'string' },
   full: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -97,7 +100,8 @@ export async function gameCommand(argv: string[], tools: CliTools): Promise<numb
   try {
     if (rest.length > 0) throw new UsageError(`game ${command} takes no ${rest.join(' ')}`);
     const onProgress = progress(tools);
-    const options = onProgress === undefined ? {} : { onProgress };
+    const keep = keepOption(values.keep);
+    const options = { ...(onProgress === undefined ? {} : { onProgress }), ...(keep === undefined ? {} : { keep }) };
     const withMirrors = <T extends { mirrors: unknown[] }>(result: T) => {
       const { mirrors, ...answer } = result;
       return mirrors.length > 0 ? { ...answer, mirrors } : answer;

@@ -82,6 +82,8 @@ export type AddonUpdatesAnswer = Json<'/api/addons/updates', 'post'>;
 /** What an addon manager sends: `{slug, version}` or `{sha256}` per installed addon. */
 export type InstalledAddon =
   paths['/api/addons/updates']['post']['requestBody']['content']['application/json']['installed'][number];
+/** `POST /api/addons/fingerprints`'s answer. */
+export type FolderMatchesAnswer = Json<'/api/addons/fingerprints', 'post'>;
 /** `GET /api/releases/by-hash/{sha256}`'s answer. */
 export type ReleaseByHashAnswer = Json<'/api/releases/by-hash/{sha256}', 'get'>;
 /** `GET /api/addons/{idOrSlug}`'s answer: the addon with its releases, newest first. */
@@ -817,6 +819,14 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       body: { installed },
       signal,
     });
+  }
+
+  /**
+   * `POST /api/addons/fingerprints` (at most 5,000 folder fingerprints; the body's `Content-Digest`
+   * covered by the answer's signature), verified: the published releases' folders with these fingerprints.
+   */
+  matchFolders(fingerprints: readonly string[], signal?: AbortSignal): Promise<FolderMatchesAnswer> {
+    return this.answer(this.url('/api/addons/fingerprints'), { body: { fingerprints }, signal });
   }
 
   /** `GET /api/releases/by-hash/{sha256}`, verified; `null` when no published release has that file. */

@@ -15,6 +15,7 @@ import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { paths } from './api.js';
+import { snapshotBeforeChange } from './backups.js';
 import type { UpdateManager } from './client.js';
 import {
   AbortedError,
@@ -58,6 +59,8 @@ export type GameProgress =
 export interface GameOperationOptions {
   readonly onProgress?: (progress: GameProgress) => void;
   readonly signal?: AbortSignal;
+  /** Automatic settings snapshots kept (`snapshotBeforeChange`, taken before the first change); default 20. */
+  readonly keep?: number;
 }
 
 export interface MirrorReport {
@@ -559,6 +562,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       await this.state.writeJson(FILES, plan.quick);
       return { ...done, downloadedBytes: 0, reusedBytes: 0 };
     }
+    // WTF is kept before anything of the game folder changes (an `initial` file may be written there).
+    await snapshotBeforeChange(this.state, this.gameDir, full ? 'game-repair' : 'game-update', options.keep);
     const chunksDir = path.join(this.workDir, 'chunks');
     const filesDir = path.join(this.workDir, 'files');
     await fs.promises.mkdir(chunksDir, { recursive: true });

@@ -11,6 +11,9 @@ export {
   type AddonRelease,
   compareVersions,
   type InstalledSummary,
+  type ListedAddon,
+  type OutdatedAddon,
+  type ScanReport,
   type UpdateReport,
 } from './addons.js';
 export {
@@ -21,6 +24,19 @@ export {
   type HashedFile,
 } from './archive.js';
 export {
+  type AutomaticReason,
+  type BackupReason,
+  type BackupSummary,
+  createSnapshot,
+  DEFAULT_KEEP,
+  listSnapshots,
+  recoverRestore,
+  removeSnapshot,
+  restoreSnapshot,
+  snapshotBeforeChange,
+  type SnapshotOptions,
+} from './backups.js';
+export {
   type AddonAnswer,
   type AddonReleaseFile,
   type AddonUpdatesAnswer,
@@ -28,6 +44,7 @@ export {
   DEFAULT_IN_PROCESS_DELTA_MAX_BYTES,
   type DownloadedUpdate,
   type DownloadOptions,
+  type FolderMatchesAnswer,
   type InstalledAddon,
   type ReleaseByHashAnswer,
   type StartupResult,

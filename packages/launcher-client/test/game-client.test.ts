@@ -17,7 +17,9 @@ import {
   type TrustedKey,
   UpdateManager,
 } from '../src/index.js';
+import { listSnapshots } from '../src/backups.js';
 import { gameTrustedComment, prehash } from '../src/minisign.js';
+import { StateFolder } from '../src/state.js';
 import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
 import { type Service, signLikeTheService, startService } from './helpers.js';
 
@@ -172,6 +174,10 @@ describe('GameManager against the service through the proxy', () => {
     expect(fs.existsSync(path.join(gameDir, 'Data/stale-1.MPQ'))).toBe(false);
     expect(read(gameDir, 'WTF/Config.wtf').toString()).toBe('SET realmlist "mine"\n');
     expect(read(gameDir, 'mine.txt').toString()).toBe('z');
+    // WTF was kept before the update touched the game (none before the first install: there was no WTF).
+    expect((await listSnapshots(new StateFolder(stateDir))).map((b) => [b.reason, b.files])).toEqual([
+      ['game-update', 1],
+    ]);
   });
 
   it('verify: quick trusts size and time, --full hashes; missing, damaged, extra; repair fetches only the damaged chunk', async () => {
@@ -203,6 +209,8 @@ describe('GameManager against the service through the proxy', () => {
     expect(lastJson(run.stdout)).toEqual(full);
 
     const repaired = await manager.repair();
+    // WTF changed (its Config.wtf deleted): kept before the repair wrote it again.
+    expect((await listSnapshots(new StateFolder(stateDir)))[0]).toMatchObject({ reason: 'game-repair', files: 0 });
     expect(repaired.repaired.sort()).toEqual(['Data/big.MPQ', 'Data/patch-3.mpq', 'WTF/Config.wtf']);
     expect(repaired.removed).toEqual(['Data/stale-9.mpq']);
     // The damaged 128 KiB chunk, the missing 20 KiB file and the initial file; nothing else.
