@@ -933,6 +933,7 @@ describe('admin console in Chromium against the real service', () => {
       `${base}/api/game/check-update?buildCode=1`,
     );
     expect(check.latest).toMatchObject({ changelogZh: '新副本', changelogEn: 'New dungeon' });
+    await page.mouse.move(0, 0); // no SHA-256 tooltip over the rows
     await screenshot(page, '19-game');
     await page.getByTestId('lang-switch').getByText('中文').click();
     await row.getByTestId('build-changelog').getByText('新副本').waitFor();
