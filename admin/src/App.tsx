@@ -13,6 +13,7 @@ import { BannersPage } from './pages/Banners';
 import { DashboardPage } from './pages/Dashboard';
 import { DevicesPage } from './pages/Devices';
 import { GalleryPage } from './pages/Gallery';
+import { GamePage } from './pages/Game';
 import { LoginPage } from './pages/Login';
 import { SigningKeysPage } from './pages/SigningKeys';
 import { SoftwarePage } from './pages/Software';
@@ -26,6 +27,7 @@ import { changeSession, ME_KEY, useMe } from './session';
 const NAV: { to: string; label: MessageKey; ownersOnly?: true }[] = [
   { to: '/', label: 'dashboard' },
   { to: '/software', label: 'software' },
+  { to: '/game', label: 'game' },
   { to: '/addons', label: 'addons' },
   { to: '/articles', label: 'articles' },
   { to: '/banners', label: 'banners' },
@@ -68,6 +70,7 @@ function NavItem({
 function Page({ route }: { route: string }) {
   if (route === '/' || route === '') return <DashboardPage />;
   if (route === '/software') return <SoftwarePage />;
+  if (route === '/game') return <GamePage />;
   if (route === '/addons') return <AddonsPage />;
   const addon = /^\/addons\/([^/]+)$/.exec(route);
   if (addon?.[1]) return <AddonDetailPage id={decodeURIComponent(addon[1])} />;

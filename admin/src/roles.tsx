@@ -19,6 +19,7 @@ export const ROLE_LABEL: Record<Role, MessageKey> = {
  */
 const SECTION_WRITERS: Record<string, readonly Role[]> = {
   '/software': ['publisher'],
+  '/game': ['publisher'],
   '/addons': ['publisher'],
   '/articles': ['editor'],
   '/banners': ['editor'],

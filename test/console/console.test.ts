@@ -17,6 +17,7 @@ import {
   type Service,
   startService,
 } from './browser.js';
+import { manifestOf } from '../helpers/game.js';
 
 let service: Service;
 let browser: Browser;
@@ -851,6 +852,92 @@ describe('admin console in Chromium against the real service', () => {
     await versions.getByTestId('version-0.2.0').getByTestId('file-signature-key').getByText(key.keyId).waitFor();
     await versions.getByTestId('version-0.1.0').getByTestId('file-signature').getByText('unsigned').waitFor();
     await screenshot(page, '09a-version-signatures');
+  });
+
+  it('lists the game client builds with their sizes and new bytes; revokes, unrevokes and edits the changelog', async () => {
+    const cookie = await apiLogin();
+    const admin = (url: string, method: string, body?: Buffer | object) =>
+      fetch(`${base}${url}`, {
+        method,
+        headers: {
+          cookie,
+          'content-type': Buffer.isBuffer(body) ? 'application/octet-stream' : 'application/json',
+        },
+        body: body === undefined ? undefined : Buffer.isBuffer(body) ? new Uint8Array(body) : JSON.stringify(body),
+      });
+    const kib = (n: number, fill: number) => Buffer.alloc(n * 1024, fill);
+    // Build 2 keeps Data/a.mpq, rewrites b.txt and adds c.dll: 48 of its 112 KiB are new to the store.
+    const builds = [
+      {
+        version: '1.0.0',
+        buildCode: 1,
+        files: [
+          ['Data/a.mpq', kib(64, 1)],
+          ['b.txt', kib(32, 2)],
+        ],
+      },
+      {
+        version: '1.1.0',
+        buildCode: 2,
+        files: [
+          ['Data/a.mpq', kib(64, 1)],
+          ['b.txt', kib(32, 3)],
+          ['c.dll', kib(16, 4)],
+        ],
+      },
+    ] as const;
+    for (const { version, buildCode, files } of builds) {
+      const manifest = manifestOf(
+        { version, buildCode },
+        files.map(([path, content]) => ({ path, content })),
+      );
+      for (const [name, bytes] of manifest.chunks) {
+        expect((await admin(`/api/admin/game/chunks/${name}`, 'PUT', bytes)).ok).toBe(true);
+      }
+      const created = await admin('/api/admin/game/builds', 'POST', { version, buildCode, manifest: manifest.text });
+      expect(created.status, await created.clone().text()).toBe(201);
+    }
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-game').click();
+    const row = page.getByTestId('build-2');
+    await row.waitFor();
+    expect(await row.getByTestId('build-files').textContent()).toBe('3');
+    expect(await row.getByTestId('build-size').textContent()).toBe('112.0 KiB');
+    expect(await row.getByTestId('build-new-bytes').textContent()).toBe('48.0 KiB');
+    expect(await page.getByTestId('build-1').getByTestId('build-new-bytes').textContent()).toBe('96.0 KiB');
+    // The command for the next build, on this service.
+    const command = await page.getByTestId('publish-command').textContent();
+    expect(command).toContain(`launcher-publish game`);
+    expect(command).toContain(`--server ${base}`);
+    expect(command).toContain('--build-code 3');
+
+    // Revoked after a confirmation: marked, and its manifest is gone for launchers (410).
+    await row.getByTestId('revoke-build').click();
+    await page.getByTestId('confirm-yes').click();
+    await row.getByTestId('build-revoked').waitFor();
+    expect((await fetch(`${base}/api/game/builds/2/manifest`)).status).toBe(410);
+    await screenshot(page, '19-game-revoked');
+    await row.getByTestId('unrevoke-build').click();
+    await page.getByTestId('confirm-yes').click();
+    await row.getByTestId('build-revoked').waitFor({ state: 'detached' });
+    expect((await fetch(`${base}/api/game/builds/2/manifest`)).status).toBe(200);
+
+    await row.getByTestId('edit-build').click();
+    await page.getByTestId('build-changelog-zh').fill('新副本');
+    await page.getByTestId('build-changelog-en').fill('New dungeon');
+    await page.getByTestId('build-submit').click();
+    await row.getByTestId('build-changelog').getByText('New dungeon').waitFor();
+    const check = await getJson<{ latest: { changelogZh: string; changelogEn: string } }>(
+      `${base}/api/game/check-update?buildCode=1`,
+    );
+    expect(check.latest).toMatchObject({ changelogZh: '新副本', changelogEn: 'New dungeon' });
+    await page.mouse.move(0, 0); // no SHA-256 tooltip over the rows
+    await screenshot(page, '19-game');
+    await page.getByTestId('lang-switch').getByText('中文').click();
+    await row.getByTestId('build-changelog').getByText('新副本').waitFor();
+    await screenshot(page, '19-game-zh');
   });
 
   it('changes the password and logs in again with it', async () => {

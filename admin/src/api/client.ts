@@ -16,6 +16,9 @@ export type Answer<Path extends keyof Paths, M extends Method, Status extends nu
 /** A software version as the admin detail answers it (the Software page and its rollout panel). */
 export type Version = Answer<'/api/admin/software/{idOrSlug}', 'get'>['versions'][number];
 
+/** A game client build as the admin list answers it (the Game client page). */
+export type GameBuild = Answer<'/api/admin/game/builds', 'get'>[number];
+
 /** The JSON body a call on `Path` takes. */
 export type RequestBody<Path extends keyof Paths, M extends Method> = Paths[Path][M] extends {
   requestBody?: { content: { 'application/json': infer T } };
