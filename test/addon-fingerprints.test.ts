@@ -42,7 +42,7 @@ interface Match {
   fingerprint: string;
   folder: string;
   addon: { id: string; slug: string };
-  release: { id: string; version: string };
+  release: { id: string; version: string; folders: string[] };
 }
 
 const QUESTIE: Folder = { 'Questie.toc': '## Title: Questie\n', 'core.lua': '-- 1.0', 'db/quests.lua': 'q' };
@@ -124,32 +124,32 @@ describe('addon folder fingerprints (local store)', () => {
     ]);
   });
 
-  it('answers the folders with the fingerprints asked: in the order asked, newest release first, each asked once', async () => {
+  it('answers the folders with the fingerprints asked: in the order asked, newest release first, each asked once, with every folder of the release', async () => {
     const unknown = 'f'.repeat(64);
     expect(await matches(t, [OPTIONS_FP, unknown, QUESTIE_FP, OPTIONS_FP, QUESTIE_2_FP])).toEqual([
       {
         fingerprint: OPTIONS_FP,
         folder: 'Questie_Options',
         addon: { id: questie, slug: 'questie' },
-        release: { id: v2, version: '2.0' },
+        release: { id: v2, version: '2.0', folders: ['Questie', 'Questie_Options'] },
       },
       {
         fingerprint: OPTIONS_FP,
         folder: 'Questie_Options',
         addon: { id: questie, slug: 'questie' },
-        release: { id: v1, version: '1.0' },
+        release: { id: v1, version: '1.0', folders: ['Questie', 'Questie_Options'] },
       },
       {
         fingerprint: QUESTIE_FP,
         folder: 'Questie',
         addon: { id: questie, slug: 'questie' },
-        release: { id: v1, version: '1.0' },
+        release: { id: v1, version: '1.0', folders: ['Questie', 'Questie_Options'] },
       },
       {
         fingerprint: QUESTIE_2_FP,
         folder: 'Questie',
         addon: { id: questie, slug: 'questie' },
-        release: { id: v2, version: '2.0' },
+        release: { id: v2, version: '2.0', folders: ['Questie', 'Questie_Options'] },
       },
     ]);
     expect(await matches(t, [])).toEqual([]);

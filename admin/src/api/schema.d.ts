@@ -681,6 +681,8 @@ export interface paths {
                                 /** @description the release's top-level folder with this fingerprint */
                                 folder: string;
                                 release: {
+                                    /** @description every top-level folder of the release (sorted): adopt it only when all are found and match */
+                                    folders: string[];
                                     id: string;
                                     version: string;
                                 };

@@ -4,10 +4,10 @@
  * (`POST /api/addons/fingerprints`) turned into adoptions: per addon, the one release whose folders
  * the most folders found match.
  *
- * No answer names the full folder set of a release (neither the matches, which list only the folders
- * asked about, nor the addon's detail), so an addon is adopted with the folders found that match one
- * release of it, every one of them matching that same release; a folder matching another release of
- * the addon, or another addon's release already adopted, stays unknown.
+ * Each match names every top-level folder of its release (`release.folders`): an addon is adopted
+ * only when all of them were found and match that same release; a release with a folder missing or
+ * different on disk is not adopted, and a folder matching another release of the addon, or another
+ * addon's release already adopted, stays unknown.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -70,13 +70,17 @@ export async function fingerprintFolder(dir: string): Promise<FoundFolder> {
 /**
  * The adoptions `matches` allow among `found`. A match naming a fingerprint not asked is refused
  * (`IntegrityError`): the answer is not about these folders; one naming a folder other than the one
- * found with its fingerprint is no match. Answers the adoptions (most folders first) and the folders left unknown.
+ * found with its fingerprint is no match; a release is adopted only when all its folders match.
+ * Answers the adoptions (most folders first) and the folders left unknown.
  */
 export function chooseAdoptions(
   found: readonly FoundFolder[],
   matches: readonly Match[],
 ): { adoptions: Adoption[]; unknown: string[] } {
-  const releases = new Map<string, { slug: string; releaseId: string; version: string; folders: Set<string> }>();
+  const releases = new Map<
+    string,
+    { slug: string; releaseId: string; version: string; folders: Set<string>; all: readonly string[] }
+  >();
   for (const match of matches) {
     if (!found.some((f) => f.fingerprint === match.fingerprint)) {
       throw new IntegrityError(
@@ -92,15 +96,18 @@ export function chooseAdoptions(
       releaseId: match.release.id,
       version: match.release.version,
       folders: new Set<string>(),
+      all: match.release.folders,
     };
     release.folders.add(folder.folder);
     releases.set(key, release);
   }
   // Per addon, the release matching the most folders (the newest of equals, the answers listing newest first).
   const best = new Map<string, Adoption>();
-  for (const release of releases.values()) {
+  for (const { all, ...release } of releases.values()) {
+    // Every folder of the release found and matching, or the release is not what is on disk.
+    const whole = all.length > 0 && all.every((name) => [...release.folders].some((f) => sameName(f, name)));
     const kept = best.get(release.slug);
-    if (kept === undefined || release.folders.size > kept.folders.length) {
+    if (whole && (kept === undefined || release.folders.size > kept.folders.length)) {
       best.set(release.slug, { ...release, folders: [...release.folders].sort() });
     }
   }

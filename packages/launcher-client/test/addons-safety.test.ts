@@ -351,15 +351,23 @@ describe('hand-installed addons adopted', () => {
     expect((await cli(['addons', 'scan', ...online(x)])).last).toEqual({ adopted: [], unknown: ['MyOwnAddon'] });
   });
 
-  it('an answer naming a folder the client did not ask about is refused', () => {
+  it('an answer naming a folder the client did not ask about is refused; a release is adopted only whole', () => {
     const found = [{ folder: 'Mine', fingerprint: 'a'.repeat(64), files: ['x.lua'] }];
-    const match = (fingerprint: string, folder: string) => ({
+    const match = (fingerprint: string, folder: string, folders = ['Mine']) => ({
       fingerprint,
       folder,
       addon: { id: 'a1', slug: 'someone' },
-      release: { id: 'r1', version: '1.0' },
+      release: { id: 'r1', version: '1.0', folders },
     });
     expect(() => chooseAdoptions(found, [match('b'.repeat(64), 'Other')])).toThrow(IntegrityError);
     expect(chooseAdoptions(found, [match('a'.repeat(64), 'Renamed')])).toEqual({ adoptions: [], unknown: ['Mine'] });
+    // The release has a second folder that is not on disk: not adopted.
+    expect(chooseAdoptions(found, [match('a'.repeat(64), 'Mine', ['Mine', 'Mine_Options'])])).toEqual({
+      adoptions: [],
+      unknown: ['Mine'],
+    });
+    expect(chooseAdoptions(found, [match('a'.repeat(64), 'Mine')]).adoptions).toEqual([
+      { slug: 'someone', releaseId: 'r1', version: '1.0', folders: ['Mine'] },
+    ]);
   });
 });

@@ -117,6 +117,21 @@ export class ReleaseFingerprints extends Poller {
     return out;
   }
 
+  /** Every top-level folder of each of these releases, sorted. */
+  async foldersOf(releaseIds: readonly string[]): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    for (let i = 0; i < releaseIds.length; i += LOOKUP_CHUNK) {
+      const rows = await this.db
+        .selectFrom('releaseFolders')
+        .select(['releaseId', 'folder'])
+        .where('releaseId', 'in', releaseIds.slice(i, i + LOOKUP_CHUNK))
+        .execute();
+      for (const row of rows) out.set(row.releaseId, [...(out.get(row.releaseId) ?? []), row.folder]);
+    }
+    for (const list of out.values()) list.sort();
+    return out;
+  }
+
   /** Stored-file releases whose folders are not recorded for their current file, by id after `after`. */
   private pending(after: string): Promise<FingerprintedRelease[]> {
     return this.db

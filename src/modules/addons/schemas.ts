@@ -281,7 +281,13 @@ export const FingerprintsResponse = Type.Object({
       fingerprint: Text,
       folder: Type.String({ description: "the release's top-level folder with this fingerprint" }),
       addon: Type.Object({ id: Text, slug: Text }),
-      release: Type.Object({ id: Text, version: Text }),
+      release: Type.Object({
+        id: Text,
+        version: Text,
+        folders: Type.Array(Type.String(), {
+          description: 'every top-level folder of the release (sorted): adopt it only when all are found and match',
+        }),
+      }),
     }),
     {
       description:

@@ -131,6 +131,8 @@ export class AddonUpdates {
       if (list) list.push(match);
       else found.set(row.fingerprint, [match]);
     }
+    const releaseIds = [...new Set([...found.values()].flatMap((list) => list.map((m) => m.release.id)))];
+    const folders = await this.ctx.fingerprints.foldersOf(releaseIds);
     return asked.flatMap((fingerprint) =>
       (found.get(fingerprint) ?? [])
         .sort((a, b) => newerFirst(a.release, b.release) || (a.folder < b.folder ? -1 : a.folder > b.folder ? 1 : 0))
@@ -138,7 +140,7 @@ export class AddonUpdates {
           fingerprint,
           folder,
           addon: { id: addon.id, slug: addon.slug },
-          release: { id: release.id, version: release.version },
+          release: { id: release.id, version: release.version, folders: folders.get(release.id) ?? [] },
         })),
     );
   }
@@ -157,7 +159,7 @@ export interface FolderMatchAnswer {
   fingerprint: string;
   folder: string;
   addon: { id: string; slug: string };
-  release: { id: string; version: string };
+  release: { id: string; version: string; folders: string[] };
 }
 
 /** `a` before `b` when it is the newer release (the order of the index's lists). */
