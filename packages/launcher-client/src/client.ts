@@ -444,14 +444,8 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     };
   }
 
-  /** Runs `work`, emitting `error` (when listened to) for its failure before rethrowing it. */
-  private async reported<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (err) {
-      if (this.listenerCount('error') > 0) this.emit('error', err as Error);
-      throw err;
-    }
+  private reported<T>(work: () => Promise<T>): Promise<T> {
+    return reported(this, work);
   }
 
   /**
@@ -871,5 +865,15 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       deadlines: this.deadlines,
     });
     return final;
+  }
+}
+
+/** Runs `work`, emitting `error` on `emitter` (when listened to) for its failure before rethrowing it. */
+export async function reported<T>(emitter: EventEmitter, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (emitter.listenerCount('error') > 0) emitter.emit('error', err as Error);
+    throw err;
   }
 }

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { paths } from './api.js';
 import { snapshotBeforeChange } from './backups.js';
-import type { UpdateManager } from './client.js';
+import { reported, type UpdateManager } from './client.js';
 import {
   AbortedError,
   DiskSpaceError,
@@ -343,13 +343,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     });
   }
 
-  private async reported<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (err) {
-      if (this.listenerCount('error') > 0) this.emit('error', err as Error);
-      throw err;
-    }
+  private reported<T>(work: () => Promise<T>): Promise<T> {
+    return reported(this, work);
   }
 
   /** The manifest's exact bytes, read up to its signed `manifestSize` (at most 64 MiB). */
