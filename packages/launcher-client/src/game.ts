@@ -2,15 +2,16 @@
  * `GameManager`: keeps the whole game client current and whole (`game-files.md`, "What a launcher
  * does"), beside `UpdateManager` and `AddonManager` and over their state folder, verifier and retries.
  *
- * An operation plans per file (keep, rebuild, delete), gathers chunks (from the installed files at
+ * An operation plans per file (keep, rebuild, delete) and gathers chunks (from the installed files at
  * the offsets the installed manifest gives, each re-hashed; the rest downloaded over a few keep-alive
- * connections, mirrors first, each chunk checked against its name), assembles the files in
- * `GAME/.patchwell-work/` (same file system), checks each whole, records the renames in the state
- * folder (`game/operation.json`), renames them into place and clears the record. A run killed before
- * the record says `renaming` is rolled back (nothing in the game folder changed; downloaded chunks
- * are kept for the next run); one killed after is finished by the next call.
+ * connections, mirrors first, each chunk checked against its name), writing each straight into its
+ * places in work files in `GAME/.patchwell-work/` (same file system). It checks each work file
+ * whole, records the renames in the state folder (`game/operation.json`), renames them into place
+ * and clears the record. A run killed before the record says `renaming` is rolled back (nothing in
+ * the game folder changed; what its work files hold is kept and used by the next run); one killed
+ * after is finished by the next call.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -165,10 +166,29 @@ async function statOrNull(file: string): Promise<fs.Stats | null> {
   }
 }
 
+/**
+ * `lstat` of each file (null when absent), answered synchronously in slices with a turn of the event
+ * loop between them: metadata the system has cached comes back many times faster so than through
+ * the thread pool, one promise per file.
+ */
+async function statAll(files: readonly string[]): Promise<(fs.Stats | null)[]> {
+  const stats: (fs.Stats | null)[] = [];
+  for (const [i, file] of files.entries()) {
+    if (i % 1024 === 1023) await new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      stats.push(fs.lstatSync(file, { throwIfNoEntry: false }) ?? null);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
+      stats.push(null);
+    }
+  }
+  return stats;
+}
+
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
-/** The bytes of `file` at `offset`, or null when it holds fewer. */
-async function readAt(file: string, offset: number, size: number): Promise<Buffer | null> {
+/** The bytes of `file` at `offset` when they hash to `name`, else null (fewer bytes, another chunk, no file). */
+async function chunkAt(file: string, offset: number, name: string, size: number): Promise<Buffer | null> {
   let handle;
   try {
     handle = await fs.promises.open(file, 'r');
@@ -176,25 +196,59 @@ async function readAt(file: string, offset: number, size: number): Promise<Buffe
     return null;
   }
   try {
-    const buffer = Buffer.alloc(size);
+    const buffer = Buffer.allocUnsafe(size);
     const { bytesRead } = await handle.read(buffer, 0, size, offset);
-    return bytesRead === size ? buffer : null;
+    return bytesRead === size && sha256(buffer) === name ? buffer : null;
   } finally {
     await handle.close();
   }
 }
 
-/** Whether every chunk of `file` is at its offset in `onDisk` (read chunk by chunk). */
+/** A place a chunk goes: a work file (`partial` when an earlier run left it) at an offset. */
+interface Place {
+  readonly file: string;
+  readonly offset: number;
+  readonly partial: boolean;
+}
+
+/** Writes a chunk's bytes at each of its places. */
+async function writePlaces(bytes: Buffer, places: readonly Place[]): Promise<void> {
+  for (const place of places) {
+    const handle = await fs.promises.open(place.file, 'r+');
+    try {
+      await handle.write(bytes, 0, bytes.length, place.offset);
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+/** A work file's name: the same for the same path (any case) and content, so that a cut run is resumed. */
+const workName = (file: ManifestFile) => sha256(Buffer.from(`${key(file.path)}\n${file.sha256}`)).slice(0, 32);
+
+/** Whether `onDisk` holds `file` (its size and SHA-256), read through one buffer of up to 1 MiB. */
 async function matchesWhole(onDisk: string, file: ManifestFile): Promise<boolean> {
+  let handle;
+  try {
+    handle = await fs.promises.open(onDisk, 'r');
+  } catch {
+    return false;
+  }
   const hash = createHash('sha256');
+  const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(1 << 20, file.size)));
   let size = 0;
   try {
-    for await (const piece of fs.createReadStream(onDisk)) {
-      hash.update(piece as Buffer);
-      size += (piece as Buffer).length;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, size);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+      size += bytesRead;
+      if (size > file.size) return false;
     }
   } catch {
     return false;
+  } finally {
+    await handle.close();
   }
   return size === file.size && hash.digest('hex') === file.sha256;
 }
@@ -307,8 +361,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const quick = await this.quickState();
       const missing: string[] = [];
       const damaged: string[] = [];
-      // Every file's size and time asked at once (the file system answers them in parallel).
-      const stats = await Promise.all(manifest.files.map((f) => statOrNull(path.join(this.gameDir, f.path))));
+      const stats = await statAll(manifest.files.map((f) => path.join(this.gameDir, f.path)));
       for (const [i, file] of manifest.files.entries()) {
         checkAbort(options.signal);
         const stat = stats[i] ?? null;
@@ -478,10 +531,11 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const before = new Map((installed?.files ?? []).map((f) => [key(f.path), f]));
     const builds: Build[] = [];
     let unchanged = 0;
+    const stats = await statAll(target.files.map((f) => path.join(this.gameDir, f.path)));
     for (const [done, file] of target.files.entries()) {
       checkAbort(options.signal);
       options.onProgress?.({ phase: 'plan', files: target.files.length, done });
-      const stat = await statOrNull(path.join(this.gameDir, file.path));
+      const stat = stats[done] ?? null;
       const kind = before.has(key(file.path)) ? 'changed' : 'added';
       if (file.policy === 'initial') {
         if (stat === null) builds.push({ file, kind });
@@ -535,13 +589,18 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
   /** A chunk from the first source on disk whose bytes hash to its name, or null. */
   private async fromDisk(name: string, size: number, sources: readonly Source[]): Promise<Buffer | null> {
     for (const source of sources) {
-      const bytes = await readAt(path.join(this.gameDir, source.path), source.offset, size);
-      if (bytes !== null && sha256(bytes) === name) return bytes;
+      const bytes = await chunkAt(path.join(this.gameDir, source.path), source.offset, name, size);
+      if (bytes !== null) return bytes;
     }
     return null;
   }
 
-  /** Plans, gathers, assembles and swaps in `target`; the state then records it as installed. */
+  /**
+   * Plans, gathers and swaps in `target`; the state then records it as installed. Each file to build
+   * is a work file (its name stable for its path and content, so that a run cut short is resumed
+   * from what it wrote); every chunk is hashed once as it is read or downloaded and written straight
+   * to each place the builds need it, then each work file is checked whole.
+   */
   private async apply(
     target: GameManifest,
     text: Buffer,
@@ -559,12 +618,14 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     }
     // WTF is kept before anything of the game folder changes (an `initial` file may be written there).
     await snapshotBeforeChange(this.state, this.gameDir, full ? 'game-repair' : 'game-update', options.keep);
-    const chunksDir = path.join(this.workDir, 'chunks');
     const filesDir = path.join(this.workDir, 'files');
-    await fs.promises.mkdir(chunksDir, { recursive: true });
-    await fs.promises.rm(filesDir, { recursive: true, force: true });
     await fs.promises.mkdir(filesDir, { recursive: true });
-    const renames = plan.builds.map((b, i) => ({ work: String(i), path: b.file.path }));
+    const renames = plan.builds.map(({ file }) => ({ work: workName(file), path: file.path }));
+    const wanted = new Set(renames.map((r) => r.work));
+    // Work files of another target (an earlier run toward another build) are of no use.
+    for (const entry of await fs.promises.readdir(filesDir)) {
+      if (!wanted.has(entry)) await fs.promises.rm(path.join(filesDir, entry), { recursive: true, force: true });
+    }
     const record: OperationRecord = {
       from: installed?.buildCode ?? null,
       to: target.buildCode,
@@ -574,68 +635,73 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     };
     await this.state.writeJson(OPERATION, record);
 
-    // Gather: each chunk needed once, from disk when a source there hashes right, else downloaded.
-    const sources = this.sources(target, installed);
-    const needed = new Map<string, number>();
-    for (const { file } of plan.builds) for (const [name, size] of file.chunks) needed.set(name, size);
-    const local = new Map<string, Source>();
-    const missing = new Map<string, number>();
-    for (const [name, size] of needed) {
-      checkAbort(signal);
-      // A chunk an earlier run fetched is used when it still hashes to its name, else fetched again.
-      const kept = path.join(chunksDir, name);
-      if ((await statOrNull(kept)) !== null) {
-        if (sha256(await fs.promises.readFile(kept)) === name) continue;
-        await fs.promises.rm(kept, { force: true });
+    // What an earlier run wrote is kept; the space still to fill is checked before a byte is written.
+    const partial = new Set<string>();
+    let allocated = 0;
+    for (const { work } of renames) {
+      const stat = await statOrNull(path.join(filesDir, work));
+      if (stat?.isFile()) {
+        partial.add(work);
+        allocated += stat.blocks * 512;
       }
-      const list = sources.get(name) ?? [];
-      let at: Source | undefined;
-      for (const source of list) {
-        if ((await this.fromDisk(name, size, [source])) !== null) {
-          at = source;
-          break;
-        }
-      }
-      if (at === undefined) missing.set(name, size);
-      else local.set(name, at);
     }
-    let missingBytes = 0;
-    for (const size of missing.values()) missingBytes += size;
     const buildBytes = plan.builds.reduce((sum, b) => sum + b.file.size, 0);
-    await this.checkSpace(buildBytes + missingBytes);
-    const downloadedBytes = await this.download(missing, chunksDir, mirrors, options);
-
-    // Assemble each file in the work folder, checked whole.
-    let reusedBytes = 0;
+    await this.checkSpace(Math.max(0, buildBytes - allocated));
     for (const [i, { file }] of plan.builds.entries()) {
-      checkAbort(signal);
-      options.onProgress?.({ phase: 'assemble', files: plan.builds.length, done: i });
-      const out = path.join(filesDir, String(i));
-      const handle = await fs.promises.open(out, 'w');
-      const whole = createHash('sha256');
-      let size = 0;
+      const handle = await fs.promises.open(
+        path.join(filesDir, renames[i]!.work),
+        partial.has(renames[i]!.work) ? 'r+' : 'w',
+      );
       try {
-        for (const [name, chunkSize] of file.chunks) {
-          let bytes: Buffer | null = null;
-          const source = local.get(name);
-          if (source !== undefined) {
-            bytes = await this.fromDisk(name, chunkSize, [source]);
-            if (bytes !== null) reusedBytes += chunkSize;
-          }
-          if (bytes === null) {
-            bytes = await fs.promises.readFile(path.join(chunksDir, name)).catch(() => null);
-            if (bytes === null || sha256(bytes) !== name) {
-              throw new IntegrityError(`chunk ${name} of ${file.path} changed on disk while it was gathered`);
-            }
-          }
-          whole.update(bytes);
-          size += bytes.length;
-          await handle.write(bytes);
-        }
+        await handle.truncate(file.size);
       } finally {
         await handle.close();
       }
-      if (size !== file.size || whole.digest('hex') !== file.sha256) {
+    }
+
+    // Where each chunk goes: every (work file, offset) of the builds.
+    const places = new Map<string, { size: number; at: Place[] }>();
+    for (const [i, { file }] of plan.builds.entries()) {
+      let offset = 0;
+      for (const [name, size] of file.chunks) {
+        const entry = places.get(name) ?? { size, at: [] };
+        entry.at.push({ file: path.join(filesDir, renames[i]!.work), offset, partial: partial.has(renames[i]!.work) });
+        places.set(name, entry);
+        offset += size;
+      }
+    }
+
+    // Gather: each chunk already in place (an earlier run) is kept; else read from disk where a source
+    // hashes right; else downloaded.
+    const sources = this.sources(target, installed);
+    const missing = new Map<string, { size: number; at: Place[] }>();
+    let reusedBytes = 0;
+    for (const [name, { size, at }] of places) {
+      checkAbort(signal);
+      let bytes: Buffer | null = null;
+      const empty: Place[] = [];
+      for (const place of at) {
+        const found = place.partial ? await chunkAt(place.file, place.offset, name, size) : null;
+        if (found === null) empty.push(place);
+        else bytes ??= found;
+      }
+      if (empty.length === 0) continue;
+      if (bytes === null) {
+        bytes = await this.fromDisk(name, size, sources.get(name) ?? []);
+        if (bytes !== null) reusedBytes += size * empty.length;
+      }
+      if (bytes === null) missing.set(name, { size, at: empty });
+      else await writePlaces(bytes, empty);
+    }
+    const downloadedBytes = await this.download(missing, mirrors, options);
+
+    // Each work file checked whole (a chunk list that does not make the file is refused here).
+    for (const [i, { file }] of plan.builds.entries()) {
+      checkAbort(signal);
+      options.onProgress?.({ phase: 'assemble', files: plan.builds.length, done: i });
+      const out = path.join(filesDir, renames[i]!.work);
+      if (!(await matchesWhole(out, file))) {
+        await fs.promises.rm(out, { force: true });
         throw new IntegrityError(`${file.path} assembled is not the manifest's (size or SHA-256)`);
       }
       await fs.promises.chmod(out, file.executable ? 0o755 : 0o644);
@@ -655,18 +721,16 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
   }
 
   /**
-   * Downloads `missing` into `dir` over `connections` keep-alive connections: each chunk from the
-   * mirrors in order, then the service, used only when its bytes hash to its name. Chunks already in
-   * `dir` (an earlier run) were counted out by the caller.
+   * Downloads `missing` over `connections` keep-alive connections, each chunk written to its places
+   * as it arrives: from the mirrors in order, then the service, used only when its bytes hash to its name.
    */
   private async download(
-    missing: Map<string, number>,
-    dir: string,
+    missing: Map<string, { size: number; at: Place[] }>,
     mirrors: MirrorReport[],
     options: GameOperationOptions,
   ): Promise<number> {
     const queue = [...missing];
-    const total = queue.reduce((sum, [, size]) => sum + size, 0);
+    const total = queue.reduce((sum, [, { size }]) => sum + size, 0);
     let bytes = 0;
     const started = Date.now();
     const lying = new Set<MirrorReport>();
@@ -677,12 +741,13 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         total,
         rate: bytes / Math.max(0.001, (Date.now() - started) / 1000),
       });
-    const fetchOne = async (name: string, size: number): Promise<Buffer> => {
+    /** A chunk, read into `into` (a worker's buffer, reused chunk after chunk). */
+    const fetchOne = async (name: string, size: number, into: Buffer): Promise<Buffer> => {
       for (const mirror of mirrors) {
         if (lying.has(mirror)) continue;
         const url = `${mirror.url}/${name.slice(0, 2)}/${name}`;
         try {
-          const body = await this.get(url, size, options.signal);
+          const body = await this.get(url, size, options.signal, into);
           if (sha256(body) === name) {
             mirror.chunks++;
             return body;
@@ -696,7 +761,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const url = this.updates.url(`/api/game/chunks/${name}`);
       return withRetries(
         async () => {
-          const body = await this.get(url, size, options.signal);
+          const body = await this.get(url, size, options.signal, into);
           if (sha256(body) !== name) throw new IntegrityError(`the service's chunk ${name} does not hash to its name`);
           return body;
         },
@@ -704,13 +769,12 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         options.signal,
       );
     };
+    const largest = queue.reduce((most, [, { size }]) => Math.max(most, size), 1);
     const worker = async () => {
+      const into = Buffer.allocUnsafe(largest);
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-        const [name, size] = next;
-        const body = await fetchOne(name, size);
-        const temp = path.join(dir, `${name}.${randomUUID()}.tmp`);
-        await fs.promises.writeFile(temp, body);
-        await fs.promises.rename(temp, path.join(dir, name));
+        const [name, { size, at }] = next;
+        await writePlaces(await fetchOne(name, size, into), at);
         bytes += size;
         report();
       }
@@ -719,11 +783,11 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     return bytes;
   }
 
-  /** One chunk's body: 200 with at most `size` bytes, else a typed failure. */
-  private async get(url: string, size: number, signal: AbortSignal | undefined): Promise<Buffer> {
+  /** One chunk's body (in `into`): 200 with at most `size` bytes, else a typed failure. */
+  private async get(url: string, size: number, signal: AbortSignal | undefined, into: Buffer): Promise<Buffer> {
     const res = await send(url, { headers: { 'accept-encoding': 'identity' }, ...(signal ? { signal } : {}) });
     if (res.status !== 200) throw await httpError(url, res);
-    return readLimitedBody(url, res, size);
+    return readLimitedBody(url, res, size, undefined, into);
   }
 
   /** Finishes an operation whose files are all ready: renames them in, deletes, records the build. */
@@ -760,7 +824,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     if (!Array.isArray(record.renames) || !Array.isArray(record.deletes)) {
       throw new StateError(`${OPERATION} is not an operation record`);
     }
-    if (record.renames.some((r) => typeof r.work !== 'string' || !/^\d{1,6}$/.test(r.work))) {
+    if (record.renames.some((r) => typeof r.work !== 'string' || !/^[0-9a-f]{32}$/.test(r.work))) {
       throw new StateError(`${OPERATION} names a work file outside ${WORK}/files`);
     }
     for (const p of [...record.renames.map((r) => r.path), ...record.deletes]) {
@@ -770,7 +834,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       await this.finish(record);
       return;
     }
-    await fs.promises.rm(path.join(this.workDir, 'files'), { recursive: true, force: true });
+    // Nothing of the game folder changed; what the work files hold is kept for the next run.
     await fs.promises.rm(path.join(this.state.dir, OPERATION), { force: true });
   }
 }

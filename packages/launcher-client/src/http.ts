@@ -115,13 +115,16 @@ export async function readBody(url: string, res: Response, signal?: AbortSignal)
 /**
  * The body of an answer of at most `maxBytes`, read within `within`: a larger one is refused as soon
  * as its `Content-Length` says so or its bytes pass the limit (`AnswerTooLargeError`, the rest
- * never read), so memory stays flat whatever the server sends.
+ * never read), so memory stays flat whatever the server sends. With `into` (at least `maxBytes`
+ * long) the body is copied there and a view of it answered: a caller reading many answers one after
+ * another allocates nothing per answer.
  */
 export async function readLimitedBody(
   url: string,
   res: Response,
   maxBytes: number,
   within?: Deadline,
+  into?: Buffer,
 ): Promise<Buffer> {
   const tooLarge = () =>
     new AnswerTooLargeError(`${url}: the answer is larger than ${maxBytes} bytes (maxAnswerBytes)`);
@@ -134,16 +137,18 @@ export async function readLimitedBody(
   let length = 0;
   try {
     for await (const chunk of res.body ?? []) {
+      if (length + chunk.length > maxBytes) throw tooLarge();
+      // A view, not a copy: the one copy is into `into` or the concatenation below.
+      if (into === undefined) chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+      else into.set(chunk, length);
       length += chunk.length;
-      if (length > maxBytes) throw tooLarge();
-      chunks.push(Buffer.from(chunk));
     }
   } catch (err) {
     // Leaving the loop early cancels the body: the connection is dropped, the rest never read.
     if (err instanceof AnswerTooLargeError) throw err;
     throw failure(url, err, within);
   }
-  return Buffer.concat(chunks, length);
+  return into === undefined ? Buffer.concat(chunks, length) : into.subarray(0, length);
 }
 
 /** The most of an error answer read for its `{error}` text. */

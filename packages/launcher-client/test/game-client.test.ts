@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type BuiltManifest, type GameFile, manifestOf, publishBuild, sha256Of } from '../../../test/helpers/game.js';
 import {
   AbortedError,
+  AnswerTooLargeError,
   DiskSpaceError,
   GameManager,
   type GameManagerOptions,
@@ -324,10 +325,18 @@ describe('mirrors, cuts and kills', () => {
     expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: { from: null, to: 2 } });
     // Nothing of the game written yet.
     expect(fs.readdirSync(gameDir)).toEqual(['.patchwell-work']);
-    // One of the kept chunks damaged meanwhile: fetched again, the other two used.
-    const kept = path.join(gameDir, '.patchwell-work/chunks');
-    const [damaged] = fs.readdirSync(kept);
-    fs.writeFileSync(path.join(kept, damaged!), 'x');
+    // The chunks fetched are in their work file (WoW.exe's, 300 KiB, its first three 64 KiB chunks);
+    // the first damaged meanwhile: fetched again, the other two used.
+    const files = path.join(gameDir, '.patchwell-work/files');
+    const exeWork = fs.readdirSync(files).find((f) => fs.statSync(path.join(files, f)).size === exe.length);
+    expect(
+      read(files, exeWork!)
+        .subarray(0, 3 * 64 * KiB)
+        .equals(exe.subarray(0, 3 * 64 * KiB)),
+    ).toBe(true);
+    const damage = fs.openSync(path.join(files, exeWork!), 'r+');
+    fs.writeSync(damage, Buffer.from('x'), 0, 1, 0);
+    fs.closeSync(damage);
     const before = chunkRequests();
     const result = await game(stateDir, gameDir).update();
     expect(result.result).toBe('installed');
@@ -346,7 +355,7 @@ describe('mirrors, cuts and kills', () => {
     fs.writeFileSync(path.join(gameDir, 'WoW.exe'), 'broken');
     const work = path.join(gameDir, '.patchwell-work');
     fs.mkdirSync(path.join(work, 'files'), { recursive: true });
-    fs.writeFileSync(path.join(work, 'files/0'), BUILD2[0]!.content);
+    fs.writeFileSync(path.join(work, `files/${'0'.repeat(32)}`), BUILD2[0]!.content);
     fs.writeFileSync(path.join(work, 'manifest.json'), build2.text);
     fs.writeFileSync(path.join(gameDir, 'Data/patch-3.mpq'), BUILD2[2]!.content); // renamed before the kill
     fs.writeFileSync(
@@ -356,8 +365,8 @@ describe('mirrors, cuts and kills', () => {
         to: 2,
         phase: 'renaming',
         renames: [
-          { work: '0', path: 'WoW.exe' },
-          { work: '1', path: 'Data/patch-3.mpq' },
+          { work: '0'.repeat(32), path: 'WoW.exe' },
+          { work: '1'.repeat(32), path: 'Data/patch-3.mpq' },
         ],
         deletes: [],
       }),
@@ -528,6 +537,31 @@ describe('hostile answers are refused before a byte is written', () => {
     const run = await cli(['game', 'update', ...common(stateDir, gameDir, withRogue)]);
     expect(run.code).toBe(1);
     expect(lastJson(run.stderr)).toMatchObject({ kind: 'disk-space' });
+  });
+
+  it('a chunk answer that streams past its size (no Content-Length) is cut there, nothing written (too-large)', async () => {
+    let sent = 0;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/game/chunks/')) return undefined;
+      const answer = await upstream();
+      return {
+        ...answer,
+        stream: async function* () {
+          for (;;) {
+            sent += 64 * KiB;
+            yield randomBytes(64 * KiB);
+          }
+        },
+      };
+    };
+    const gameDir = tempDir('game-endless-');
+    const failure = await game(tempDir('game-state-'), gameDir, { connections: 1 })
+      .update()
+      .catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(AnswerTooLargeError);
+    // The largest chunk is 128 KiB: read up to it, never on (the sockets on the way hold a few MiB more).
+    expect(sent).toBeLessThan(32 * 1024 * KiB);
+    expect(fs.readdirSync(gameDir).filter((f) => f !== '.patchwell-work')).toEqual([]);
   });
 
   it('a chunk that does not hash to its name is never used (integrity, exit 2)', async () => {
