@@ -344,6 +344,68 @@ describe('mirrors, cuts and kills', () => {
     expect(await game(stateDir, gameDir).status()).toMatchObject({ underWay: null });
   });
 
+  it('the command killed (SIGKILL) mid-download: the game folder untouched, underWay shown, the rerun finishes with what was fetched', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-sigkill-');
+    // A player's own files, before the first install.
+    const own: Record<string, Buffer> = {
+      'WTF/Config.wtf': Buffer.from('SET realmlist "mine"\n'),
+      'Interface/AddOns/Mine/Mine.toc': Buffer.from('## Title: Mine\n'),
+      'Screenshots/shot.jpg': randomBytes(2 * KiB),
+      'notes.txt': Buffer.from('my notes'),
+    };
+    for (const [file, bytes] of Object.entries(own)) {
+      fs.mkdirSync(path.dirname(path.join(gameDir, file)), { recursive: true });
+      fs.writeFileSync(path.join(gameDir, file), bytes);
+    }
+    let served = 0;
+    let held!: () => void;
+    const holding = new Promise<void>((resolve) => (held = resolve));
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/game/chunks/')) return undefined;
+      if (++served <= 3) return undefined;
+      held();
+      return { ...(await upstream()), hold: true, cutAfter: 0 };
+    };
+    const child = spawn(process.execPath, [
+      '--import',
+      'tsx',
+      CLI,
+      'game',
+      'update',
+      ...common(stateDir, gameDir),
+      '--connections',
+      '1',
+    ]);
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('exit', (_code, signal) => resolve(signal)),
+    );
+    await holding;
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    s.proxy.rule = null;
+    const status = await cli(['game', 'status', '--state', stateDir, '--game-dir', gameDir]);
+    expect(lastJson(status.stdout)).toEqual({ installed: null, underWay: { from: null, to: 2 } });
+    for (const [file, bytes] of Object.entries(own)) expect(read(gameDir, file).equals(bytes)).toBe(true);
+    expect(fs.existsSync(path.join(gameDir, 'WoW.exe'))).toBe(false);
+
+    const before = chunkRequests();
+    const run = await cli(['game', 'update', ...common(stateDir, gameDir)]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(lastJson(run.stdout)).toMatchObject({ result: 'installed', to: 2 });
+    // The three chunks fetched before the kill are not fetched again, nor the `initial` WTF/Config.wtf's
+    // (the player has one).
+    expect(chunkRequests() - before).toBe(build2.chunks.size - 3 - 1);
+    for (const file of BUILD2.filter((f) => f.path !== 'WTF/Config.wtf')) {
+      expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+    }
+    for (const [file, bytes] of Object.entries(own)) expect(read(gameDir, file).equals(bytes)).toBe(true);
+    expect(await game(stateDir, gameDir).status()).toEqual({
+      installed: { version: '1.18.2', buildCode: 2 },
+      underWay: null,
+    });
+  });
+
   it('a run killed while renaming is finished by the next command', async () => {
     const stateDir = tempDir('game-state-');
     const gameDir = tempDir('game-rename-');
