@@ -1,0 +1,256 @@
+/*
+ * The game client end to end, as an operator and a player meet it (issues 43 and 44):
+ *   npm run build -w patchwell-client && npm run build -w patchwell-publish
+ *   SIZE_MB=400 npx tsx bench/game-e2e.mts
+ * Starts the service (from its sources, SQLite, local store) as a child process; makes a client
+ * folder of SIZE_MB MiB (random bytes: MPQs, an executable, DLLs, a few hundred small files);
+ * publishes it with the built `launcher-publish game`; installs it into an empty folder with the
+ * built `launcher-client game update` (against `curl` fetching the same chunks into one file over
+ * one connection); `verify --full` (against `sha256sum` over the same, cached, files); changes the
+ * folder (1 MiB rewritten, 1 MiB inserted, a new 20 MiB file, a removed DLL), publishes and updates
+ * (against `zstd --patch-from` applying a delta of the changed file); damages two files, verifies
+ * and repairs; kills an update with SIGKILL midway and reruns it. The player's WTF/, AddOns,
+ * screenshots and own files are checked byte for byte at the end. Each step: wall time, the peak RSS
+ * of the command (VmHWM), its JSON.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { highWaterKb, LONG } from '../src/modules/deltas/zstd.js';
+import { startServer } from '../test/helpers/process.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const CLIENT = path.join(ROOT, 'packages/launcher-client/dist/cli.js');
+const PUBLISH = path.join(ROOT, 'packages/publish/dist/cli.js');
+const SIZE_MB = Number(process.env.SIZE_MB ?? 400);
+const MiB = 1 << 20;
+const password = 'bench-password-1';
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-game-e2e-'));
+const server = await startServer({ DATA_DIR: path.join(work, 'data'), ADMIN_PASSWORD: password });
+const mib = (bytes: number) => `${(bytes / MiB).toFixed(1)} MiB`;
+const rate = (bytes: number, ms: number) => `${(bytes / MiB / (ms / 1000)).toFixed(0)} MiB/s`;
+
+interface Run {
+  ms: number;
+  peakMiB: number;
+  out: string;
+  code: number | null;
+}
+
+/** Runs a command to its end (or until `stop` says to kill it): wall ms, peak RSS, stdout, exit code. */
+async function run(
+  command: string,
+  args: string[],
+  env: Record<string, string> = {},
+  stop?: (child: ChildProcess) => Promise<void>,
+): Promise<Run> {
+  const started = performance.now();
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  let peakKb = 0;
+  const sample = setInterval(() => (peakKb = Math.max(peakKb, highWaterKb(child.pid ?? 0))), 5);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (stop) void stop(child);
+  const code = await exited;
+  clearInterval(sample);
+  if (code !== 0 && code !== 3 && !stop) throw new Error(`${command} ${args.join(' ')} exited ${code}: ${err}`);
+  return { ms: performance.now() - started, peakMiB: peakKb / 1024, out, code };
+}
+const last = (r: Run) => JSON.parse(r.out.trim().split('\n').at(-1) ?? 'null') as Record<string, unknown>;
+
+/** Writes `bytes` at `file` under `dir`, folders made. */
+function put(dir: string, file: string, bytes: Uint8Array): void {
+  fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+  fs.writeFileSync(path.join(dir, file), bytes);
+}
+
+/** Every file under `dir` (but `.patchwell-work`), relative, `/`-separated. */
+function filesOf(dir: string): string[] {
+  return (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)).split(path.sep).join('/'))
+    .filter((f) => !f.startsWith('.patchwell-work/'))
+    .sort();
+}
+
+try {
+  const login = await fetch(`${server.url}/api/admin/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'admin', password }),
+  });
+  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const tokenRes = await fetch(`${server.url}/api/admin/tokens`, {
+    method: 'POST',
+    headers: { cookie, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'bench', role: 'publisher' }),
+  });
+  const { token } = (await tokenRes.json()) as { token: string };
+  const keys = path.join(work, 'keys.json');
+  fs.writeFileSync(keys, await (await fetch(`${server.url}/api/signing-keys`)).text());
+
+  // The operator's client folder.
+  const client = path.join(work, 'client');
+  const bigMb = Math.floor(SIZE_MB * 0.6);
+  const patchMb = Math.floor(SIZE_MB * 0.25);
+  put(client, 'Data/common.MPQ', randomBytes(bigMb * MiB));
+  put(client, 'Data/patch-enUS.MPQ', randomBytes(patchMb * MiB));
+  put(client, 'WoW.exe', randomBytes(8 * MiB));
+  fs.chmodSync(path.join(client, 'WoW.exe'), 0o755);
+  for (const dll of ['fmod.dll', 'dbghelp.dll', 'unicows.dll']) put(client, dll, randomBytes(512 * 1024));
+  put(client, 'realmlist.wtf', Buffer.from('set realmlist logon.example.org\n'));
+  put(client, 'WTF/Config.wtf', Buffer.from('SET gxResolution "1920x1080"\n'));
+  const rest = Math.max(0, SIZE_MB - bigMb - patchMb - 8 - 2) * MiB;
+  for (let i = 0; i < 300; i += 1) put(client, `Data/Interface/Glue/f${i}.blp`, randomBytes(Math.floor(rest / 300)));
+  const clientBytes = filesOf(client).reduce((sum, f) => sum + fs.statSync(path.join(client, f)).size, 0);
+
+  const publish = (version: string, buildCode: number) =>
+    run(
+      process.execPath,
+      [
+        PUBLISH,
+        'game',
+        '--server',
+        server.url,
+        '--dir',
+        client,
+        '--app',
+        'app',
+        '--version',
+        version,
+        '--build-code',
+        String(buildCode),
+        '--initial',
+        'WTF/Config.wtf',
+      ],
+      { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(work, 'publish-state.json') },
+    );
+  const game = path.join(work, 'game');
+  const state = path.join(work, 'state');
+  fs.mkdirSync(game);
+  const options = ['--server', server.url, '--trust', keys, '--state', state, '--game-dir', game, '--app', 'app'];
+  const command = (verb: string, ...more: string[]) => [CLIENT, 'game', verb, ...more, ...options];
+  const rows: string[] = [];
+
+  const first = await publish('1.0', 1);
+  const firstOut = last(first);
+  rows.push(
+    `| publish ${mib(clientBytes)} (${String(firstOut.files)} files, ${String(firstOut.chunks)} chunks) | ${first.ms.toFixed(0)} ms | uploaded ${mib(Number(firstOut.uploadedBytes))} | peak ${first.peakMiB.toFixed(0)} MiB |`,
+  );
+
+  // A fresh install, against curl fetching the same chunks into one file over one connection.
+  const install = await run(process.execPath, command('update'));
+  const manifest = JSON.parse(fs.readFileSync(path.join(state, 'game/manifest.json'), 'utf8')) as {
+    files: { path: string; chunks: [string, number][] }[];
+  };
+  const list = path.join(work, 'urls.txt');
+  const urls = manifest.files.flatMap((f) => f.chunks.map(([name]) => `${server.url}/api/game/chunks/${name}`));
+  fs.writeFileSync(list, urls.map((u) => `url = "${u}"\noutput = "/dev/stdout"\n`).join(''));
+  const curl = await run('sh', ['-c', `curl -s -K ${list} > ${path.join(work, 'curl.bin')}`]);
+  fs.rmSync(path.join(work, 'curl.bin'));
+  rows.push(
+    `| fresh install | ${install.ms.toFixed(0)} ms (${rate(clientBytes, install.ms)}) | curl ${curl.ms.toFixed(0)} ms (${rate(clientBytes, curl.ms)}) | ${(curl.ms / install.ms).toFixed(2)}× curl | peak ${install.peakMiB.toFixed(0)} MiB |`,
+  );
+
+  // The player's own files, which nothing may touch.
+  const own: Record<string, Buffer> = {
+    'WTF/Account/PLAYER/SavedVariables/Bagnon.lua': Buffer.from('Bagnon = { enabled = true }\n'),
+    'Interface/AddOns/Bagnon/Bagnon.toc': Buffer.from('## Title: Bagnon\n'),
+    'Screenshots/WoWScrnShot_112926.jpg': randomBytes(300 * 1024),
+    'my-notes.txt': Buffer.from('raid on thursday\n'),
+  };
+  for (const [file, bytes] of Object.entries(own)) put(game, file, bytes);
+  put(game, 'WTF/Config.wtf', Buffer.from('SET gxResolution "2560x1440"\n')); // the player's settings
+  own['WTF/Config.wtf'] = fs.readFileSync(path.join(game, 'WTF/Config.wtf'));
+
+  const full = await run(process.execPath, command('verify', '--full'));
+  const sum = await run(
+    'sha256sum',
+    manifest.files.map((f) => path.join(game, f.path)),
+  );
+  rows.push(
+    `| verify --full | ${full.ms.toFixed(0)} ms | sha256sum ${sum.ms.toFixed(0)} ms | ${(sum.ms / full.ms).toFixed(2)}× sha256sum | ok ${String(last(full).ok)} |`,
+  );
+
+  // The operator's next build: 1 MiB rewritten, 1 MiB inserted, a new 20 MiB file, a DLL removed.
+  const common = path.join(client, 'Data/common.MPQ');
+  const handle = fs.openSync(common, 'r+');
+  fs.writeSync(handle, randomBytes(MiB), 0, MiB, Math.floor(bigMb * 0.3) * MiB);
+  fs.closeSync(handle);
+  const patchFile = path.join(client, 'Data/patch-enUS.MPQ');
+  const oldPatch = fs.readFileSync(patchFile);
+  const at = Math.floor(oldPatch.length / 2) + 4321;
+  fs.writeFileSync(patchFile, Buffer.concat([oldPatch.subarray(0, at), randomBytes(MiB), oldPatch.subarray(at)]));
+  put(client, 'Data/patch-enUS-2.MPQ', randomBytes(20 * MiB));
+  fs.rmSync(path.join(client, 'unicows.dll'));
+  const second = await publish('1.1', 2);
+  const update = await run(process.execPath, command('update'));
+  const updated = last(update);
+  // zstd applying a delta of the file with the insertion (made beforehand, not timed).
+  const oldCopy = path.join(work, 'patch-old.MPQ');
+  fs.writeFileSync(oldCopy, oldPatch);
+  const delta = path.join(work, 'patch.zst');
+  await run('zstd', ['-q', '-f', LONG, `--patch-from=${oldCopy}`, patchFile, '-o', delta]);
+  const zstd = await run('zstd', ['-q', '-f', '-d', LONG, `--patch-from=${oldCopy}`, delta, '-o', `${oldCopy}.new`]);
+  rows.push(
+    `| update (1 MiB rewritten, 1 MiB inserted, +20 MiB file, −1 DLL) | ${update.ms.toFixed(0)} ms | downloaded ${mib(Number(updated.downloadedBytes))}, reused ${mib(Number(updated.reusedBytes))} (publish uploaded ${mib(Number(last(second).uploadedBytes))}) | zstd --patch-from applies its ${mib(fs.statSync(delta).size)} delta in ${zstd.ms.toFixed(0)} ms: ${(update.ms / zstd.ms).toFixed(2)}× its time | peak ${update.peakMiB.toFixed(0)} MiB |`,
+  );
+
+  // Damage: bytes overwritten inside an MPQ, a DLL deleted; quick verify finds both, repair mends them.
+  const damage = fs.openSync(path.join(game, 'Data/common.MPQ'), 'r+');
+  fs.writeSync(damage, randomBytes(4096), 0, 4096, 12 * MiB + 7);
+  fs.closeSync(damage);
+  fs.rmSync(path.join(game, 'fmod.dll'));
+  const quick = await run(process.execPath, command('verify'));
+  const repair = await run(process.execPath, command('repair'));
+  rows.push(
+    `| damage + verify | ${quick.ms.toFixed(0)} ms | ${JSON.stringify({ missing: last(quick).missing, damaged: last(quick).damaged })} | repair ${repair.ms.toFixed(0)} ms, downloaded ${mib(Number(last(repair).downloadedBytes))} | peak ${repair.peakMiB.toFixed(0)} MiB |`,
+  );
+
+  // An update killed with SIGKILL once a third of its download is in the work folder, then rerun.
+  put(client, 'Data/patch-enUS-3.MPQ', randomBytes(Math.max(64, Math.floor(SIZE_MB / 4)) * MiB));
+  await publish('1.2', 3);
+  const workFiles = path.join(game, '.patchwell-work/files');
+  const written = () => {
+    try {
+      return fs.readdirSync(workFiles).reduce((n, f) => n + fs.statSync(path.join(workFiles, f)).blocks * 512, 0);
+    } catch {
+      return 0;
+    }
+  };
+  const target = Math.max(64, Math.floor(SIZE_MB / 4)) * MiB;
+  let atKill = 0;
+  const killed = await run(process.execPath, command('update'), {}, async (child) => {
+    while (written() < target / 3 && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+    child.kill('SIGKILL');
+    atKill = written();
+  });
+  const status = last(await run(process.execPath, [CLIENT, 'game', 'status', '--state', state, '--game-dir', game]));
+  const rerun = await run(process.execPath, command('update'));
+  const after = await run(process.execPath, command('verify', '--full'));
+  rows.push(
+    `| update killed (SIGKILL) at ${mib(atKill)} written, then rerun | killed after ${killed.ms.toFixed(0)} ms (exit code ${String(killed.code)}); status ${JSON.stringify(status)} | rerun ${rerun.ms.toFixed(0)} ms, downloaded ${mib(Number(last(rerun).downloadedBytes))} of ${mib(target)} | verify --full ok ${String(last(after).ok)} |`,
+  );
+
+  const unchanged = Object.entries(own).every(([file, bytes]) => fs.readFileSync(path.join(game, file)).equals(bytes));
+  const listed = new Set(
+    (
+      JSON.parse(fs.readFileSync(path.join(state, 'game/manifest.json'), 'utf8')) as { files: { path: string }[] }
+    ).files.map((f) => f.path),
+  );
+  const strays = filesOf(game).filter((f) => !listed.has(f) && !(f in own));
+  rows.push(
+    `| the player's files byte for byte | ${unchanged ? 'unchanged' : 'CHANGED'} | files neither listed nor the player's: ${JSON.stringify(strays)} |`,
+  );
+  console.log(`Game client end to end, ${mib(clientBytes)}:`);
+  for (const row of rows) console.log(row);
+} finally {
+  await server.stop();
+  fs.rmSync(work, { recursive: true, force: true });
+}
