@@ -276,7 +276,8 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
   private readonly publisherKeys: readonly MinisignPublicKey[];
   private readonly maxAnswerBytes: number;
   private readonly timeoutMs: number;
-  private readonly deadlines: DownloadDeadlines;
+  /** Every download's deadlines (the game manager's chunks too). */
+  readonly deadlines: DownloadDeadlines;
 
   constructor(private readonly options: UpdateManagerOptions) {
     super();

@@ -9,7 +9,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { AbortedError, IntegrityError, NetworkError } from './errors.js';
-import { type Deadline, type FailureCount, httpError, type RetryOptions, sendWithin, withRetries } from './http.js';
+import {
+  type Deadline,
+  type FailureCount,
+  httpError,
+  readLimitedBody,
+  type RetryOptions,
+  sendWithin,
+  withRetries,
+} from './http.js';
 
 export interface Progress {
   /** Bytes on disk so far (a resumed download counts what it already had). */
@@ -125,6 +133,29 @@ class Watchdog implements Deadline {
 
   private fail(why: string): void {
     this.controller.abort(new NetworkError(`${this.url}: ${why}`));
+  }
+}
+
+/**
+ * One small file's bytes (a game chunk: at most `maxBytes`), read into `into` under the download
+ * deadlines (an answer within `timeoutMs`, the speed floor) and the caller's `signal`: a view of
+ * `into`; an answer other than 200 is an `HttpError`, a stalled or cut one a `NetworkError`.
+ */
+export async function downloadInto(
+  url: string,
+  maxBytes: number,
+  into: Buffer,
+  deadlines: DownloadDeadlines,
+  signal: AbortSignal | undefined,
+): Promise<Buffer> {
+  const within = new Watchdog(url, deadlines, signal);
+  try {
+    const res = await sendWithin(url, { headers: { 'accept-encoding': 'identity' } }, within);
+    within.answered();
+    if (res.status !== 200) throw await httpError(url, res);
+    return await readLimitedBody(url, res, maxBytes, within, into);
+  } finally {
+    within.stop();
   }
 }
 

@@ -28,7 +28,8 @@ import {
   StateError,
 } from './errors.js';
 import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './game-manifest.js';
-import { httpError, readLimitedBody, send, withRetries } from './http.js';
+import { downloadInto } from './download.js';
+import { withRetries } from './http.js';
 import { gameTrustedComment, prehash } from './minisign.js';
 
 /** The verified answer of `GET /api/game/check-update`. */
@@ -747,7 +748,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         if (lying.has(mirror)) continue;
         const url = `${mirror.url}/${name.slice(0, 2)}/${name}`;
         try {
-          const body = await this.get(url, size, options.signal, into);
+          const body = await downloadInto(url, size, into, this.updates.deadlines, options.signal);
           if (sha256(body) === name) {
             mirror.chunks++;
             return body;
@@ -761,7 +762,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const url = this.updates.url(`/api/game/chunks/${name}`);
       return withRetries(
         async () => {
-          const body = await this.get(url, size, options.signal, into);
+          const body = await downloadInto(url, size, into, this.updates.deadlines, options.signal);
           if (sha256(body) !== name) throw new IntegrityError(`the service's chunk ${name} does not hash to its name`);
           return body;
         },
@@ -781,13 +782,6 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     };
     await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));
     return bytes;
-  }
-
-  /** One chunk's body (in `into`): 200 with at most `size` bytes, else a typed failure. */
-  private async get(url: string, size: number, signal: AbortSignal | undefined, into: Buffer): Promise<Buffer> {
-    const res = await send(url, { headers: { 'accept-encoding': 'identity' }, ...(signal ? { signal } : {}) });
-    if (res.status !== 200) throw await httpError(url, res);
-    return readLimitedBody(url, res, size, undefined, into);
   }
 
   /** Finishes an operation whose files are all ready: renames them in, deletes, records the build. */

@@ -62,6 +62,8 @@ export interface Deadline {
   readonly signal: AbortSignal;
   readonly caller: AbortSignal | undefined;
   readonly timeoutMs: number;
+  /** Told of each piece of the body as it arrives (a download's speed floor). */
+  arrived?(bytes: number): void;
 }
 
 /** A deadline of `timeoutMs` from now for one attempt (connecting, waiting and reading), or the caller's abort. */
@@ -138,6 +140,7 @@ export async function readLimitedBody(
   try {
     for await (const chunk of res.body ?? []) {
       if (length + chunk.length > maxBytes) throw tooLarge();
+      within?.arrived?.(chunk.length);
       // A view, not a copy: the one copy is into `into` or the concatenation below.
       if (into === undefined) chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
       else into.set(chunk, length);

@@ -17,6 +17,7 @@ import {
   RollbackError,
   type TrustedKey,
   UpdateManager,
+  type UpdateManagerOptions,
 } from '../src/index.js';
 import { listSnapshots } from '../src/backups.js';
 import { gameTrustedComment, prehash } from '../src/minisign.js';
@@ -57,13 +58,17 @@ function tempDir(prefix: string): string {
 function game(
   stateDir: string,
   gameDir: string,
-  options: Partial<GameManagerOptions> & { trustedKeys?: TrustedKey[] } = {},
+  options: Partial<GameManagerOptions> & {
+    trustedKeys?: TrustedKey[];
+    deadlines?: Pick<UpdateManagerOptions, 'minBytesPerSecond' | 'stallTimeoutMs'>;
+  } = {},
 ) {
   const updates = new UpdateManager({
     serverUrl: s.proxy.url,
     trustedKeys: options.trustedKeys ?? pinned,
     stateDir,
     retry: { baseDelayMs: 10 },
+    ...options.deadlines,
   });
   return new GameManager({ updates, gameDir, app: 'app', ...options });
 }
@@ -302,6 +307,25 @@ describe('mirrors, cuts and kills', () => {
     const gameDir = tempDir('game-cut-');
     await game(tempDir('game-state-'), gameDir, { connections: 2 }).update();
     expect(cuts).toBe(2);
+    for (const file of BUILD2) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+  });
+
+  it('a chunk answer that stalls is given up at the speed floor and fetched again; the game ends whole', async () => {
+    let stalled = 0;
+    s.proxy.rule = async (seen, upstream) => {
+      if (!seen.url.startsWith('/api/game/chunks/') || stalled >= 2) return undefined;
+      stalled++;
+      return { ...(await upstream()), cutAfter: 10, hold: true };
+    };
+    const gameDir = tempDir('game-stall-');
+    const started = performance.now();
+    await game(tempDir('game-state-'), gameDir, {
+      connections: 1,
+      deadlines: { minBytesPerSecond: 1000, stallTimeoutMs: 300 },
+    }).update();
+    expect(stalled).toBe(2);
+    // Each stall ended within its window (and a backoff), not at the 30 s default nor never.
+    expect(performance.now() - started).toBeLessThan(15_000);
     for (const file of BUILD2) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
   });
 
