@@ -34,9 +34,10 @@ const as = (cookie: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: stri
   t.inject({ method, url, headers: { cookie }, ...(payload !== undefined ? { payload } : {}) });
 
 describe('roles', () => {
-  it('the bootstrap administrator is an owner, and me says so (the login answer keeps the contract shape)', async () => {
+  it('the bootstrap administrator is an owner, and me says so, with the service APP_NAME (the login answer keeps the contract shape)', async () => {
     expect((await admin(t, 'GET', '/api/admin/me')).json()).toEqual({
       user: { id: expect.any(String), username: ADMIN.username, role: 'owner', totpEnabled: false },
+      appName: 'app',
     });
     const res = await t.inject({ method: 'POST', url: '/api/admin/login', payload: ADMIN });
     expect(res.json()).toEqual({ ok: true, user: { id: expect.any(String), username: ADMIN.username } });

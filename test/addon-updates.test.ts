@@ -179,3 +179,184 @@ describe('GET /api/releases/by-hash/{sha256}', () => {
     expect(results[0]).toMatchObject({ updateAvailable: true, latest: { id } });
   });
 });
+
+describe('POST /api/addons/updates with changelogs (opt-in)', () => {
+  interface Changelog {
+    version: string;
+    changelog: string;
+    createdAt: string;
+  }
+  type Asked = Result & { changelogs: Changelog[]; changelogsOmitted: number };
+  const ids = new Map<string, string>();
+
+  /** An addon with a release (url) per version, created in this order a few ms apart (newest last). */
+  async function addonWith(slug: string, versions: readonly string[], changelog = (v: string) => `改动 ${v}`) {
+    const made = await admin(t, 'POST', '/api/addons', { slug, name: slug, summary: '摘要' });
+    expect(made.statusCode, made.body).toBe(201);
+    for (const version of versions) {
+      await new Promise((resolve) => setTimeout(resolve, 3));
+      const res = await admin(t, 'POST', '/api/releases', {
+        addonId: made.json<{ id: string }>().id,
+        version,
+        downloadType: 'url',
+        externalUrl: `https://cdn.example.test/${slug}-${version}.zip`,
+        changelogZh: changelog(version),
+        changelogEn: version === '1.1' ? '' : `Changes ${version}`,
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      ids.set(`${slug}@${version}`, res.json<{ id: string }>().id);
+    }
+    return made.json<{ id: string }>().id;
+  }
+
+  const ask = async (installed: unknown[], extra: Record<string, unknown> = {}, query = '') => {
+    const res = await t.inject({
+      method: 'POST',
+      url: `/api/addons/updates${query}`,
+      payload: { installed, changelogs: true, ...extra },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json<{ results: Asked[] }>().results;
+  };
+  const versionsOf = (result: Asked | undefined) => result?.changelogs.map((c) => c.version);
+
+  beforeAll(async () => {
+    await addonWith('changes', ['1.0', '1.1', '1.2', '1.3']);
+    const at = new Date(Date.now() + 3_600_000).toISOString();
+    const scheduled = await admin(t, 'POST', '/api/releases', {
+      addonId: (await admin(t, 'GET', '/api/admin/addons/changes')).json<{ id: string }>().id,
+      version: '2.0',
+      downloadType: 'url',
+      externalUrl: 'https://cdn.example.test/changes-2.0.zip',
+      changelogZh: '未来',
+      publishAt: at,
+    });
+    expect(scheduled.statusCode, scheduled.body).toBe(201);
+  });
+
+  it('not asked (absent or false): the answer is as before, byte for byte', async () => {
+    const installed = [{ slug: 'changes', version: '1.0' }];
+    const plain = await t.inject({ method: 'POST', url: '/api/addons/updates', payload: { installed } });
+    const notAsked = await t.inject({
+      method: 'POST',
+      url: '/api/addons/updates',
+      payload: { installed, changelogs: false },
+    });
+    expect(notAsked.rawPayload.equals(plain.rawPayload)).toBe(true);
+    const [result] = plain.json<{ results: Record<string, unknown>[] }>().results;
+    expect(Object.keys(result ?? {})).toEqual(['query', 'addon', 'installed', 'updateAvailable', 'latest']);
+  });
+
+  it('carries the releases above the installed one up to the latest, newest first, in the language asked', async () => {
+    const [old, current, unknown, nope] = await ask(
+      [
+        { slug: 'changes', version: '1.0' },
+        { slug: 'changes', version: '1.3' },
+        { slug: 'changes', version: '0.9-local' },
+        { slug: 'nope', version: '1' },
+      ],
+      { lang: 'en' },
+    );
+    // The scheduled 2.0 is not there (nor its changelog): the same rules as `latest`.
+    expect(old?.latest?.version).toBe('1.3');
+    expect(old?.changelogs).toEqual([
+      { version: '1.3', changelog: 'Changes 1.3', createdAt: expect.any(String) },
+      { version: '1.2', changelog: 'Changes 1.2', createdAt: expect.any(String) },
+      // No English text: the Chinese one, as every localised field.
+      { version: '1.1', changelog: '改动 1.1', createdAt: expect.any(String) },
+    ]);
+    expect(old?.changelogsOmitted).toBe(0);
+    const detail = (await t.inject('/api/addons/changes')).json<{
+      releases: { version: string; createdAt: string }[];
+    }>();
+    for (const entry of old?.changelogs ?? []) {
+      expect(entry.createdAt).toBe(detail.releases.find((r) => r.version === entry.version)?.createdAt);
+    }
+    expect(current).toMatchObject({ updateAvailable: false, changelogs: [], changelogsOmitted: 0 });
+    // An installed version the catalogue does not know: where it stood is unknown, only the latest's.
+    expect(versionsOf(unknown)).toEqual(['1.3']);
+    expect(nope).toMatchObject({ addon: null, changelogs: [], changelogsOmitted: 0 });
+  });
+
+  it("the body's lang wins over the query's, and the answer is signed over the request's digest", async () => {
+    const keys = (await t.inject('/api/signing-keys')).json<SigningKey[]>();
+    const body = Buffer.from(
+      JSON.stringify({ installed: [{ slug: 'changes', version: '1.2' }], changelogs: true, lang: 'zh' }),
+    );
+    const res = await t.inject({
+      method: 'POST',
+      url: '/api/addons/updates?lang=en',
+      headers: { 'content-type': 'application/json', 'content-digest': digestHeaderOf(body) },
+      payload: body,
+    });
+    expect(res.headers['signature-input']).toContain('"content-digest";req');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json<{ results: Asked[] }>().results[0]?.changelogs).toEqual([
+      { version: '1.3', changelog: '改动 1.3', createdAt: expect.any(String) },
+    ]);
+    expect(verified(res, keys)).toBe(true);
+    expect(await libraryVerifies(res, keys[0]!)).toBe(true);
+    const query = await ask([{ slug: 'changes', version: '1.2' }], {}, '?lang=en');
+    expect(query[0]?.changelogs[0]?.changelog).toBe('Changes 1.3');
+  });
+
+  it('follows the latest flag: nothing above the flagged release', async () => {
+    const flag = (version: string) =>
+      admin(t, 'PUT', `/api/releases/${ids.get(`changes@${version}`)}`, { isLatest: true });
+    expect((await flag('1.2')).statusCode).toBe(200);
+    try {
+      const [result] = await ask([{ slug: 'changes', version: '1.0' }]);
+      expect(versionsOf(result)).toEqual(['1.2', '1.1']);
+    } finally {
+      expect((await flag('1.3')).statusCode).toBe(200);
+    }
+  });
+
+  it('an unpublished addon has none', async () => {
+    const hidden = await addonWith('hidden-changes', ['1.0', '1.1']);
+    expect((await admin(t, 'PUT', `/api/addons/${hidden}`, { published: false })).statusCode).toBe(200);
+    const [result] = await ask([{ slug: 'hidden-changes', version: '1.0' }]);
+    expect(result).toMatchObject({ addon: null, changelogs: [], changelogsOmitted: 0 });
+  });
+
+  it('is bounded: 50 per addon, 1,000 entries and 1 MiB per answer; what is left out is counted', async () => {
+    const many = Array.from({ length: 53 }, (_, i) => `5.${i}`);
+    await addonWith('many-changes', many);
+    const [capped] = await ask([{ slug: 'many-changes', version: '5.0' }]);
+    expect(capped?.changelogs).toHaveLength(50);
+    expect(versionsOf(capped)?.slice(0, 2)).toEqual(['5.52', '5.51']);
+    expect(capped?.changelogsOmitted).toBe(2);
+
+    // 500 entries of 50 each: the first 20 carry theirs, then none (entries bound).
+    const results = await ask(Array.from({ length: 500 }, () => ({ slug: 'many-changes', version: '5.0' })));
+    expect(results.slice(0, 20).every((r) => r.changelogs.length === 50)).toBe(true);
+    expect(results.slice(20).every((r) => r.changelogs.length === 0 && r.changelogsOmitted === 52)).toBe(true);
+
+    // Changelogs of 100,000 characters: ten fit in 1 MiB; the rest of the answer carries none.
+    await addonWith('long-changes', ['1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12'], (v) =>
+      v.padEnd(100_000, '.'),
+    );
+    const [long, after] = await ask([
+      { slug: 'long-changes', version: '1' },
+      { slug: 'changes', version: '1.0' },
+    ]);
+    expect(versionsOf(long)).toEqual(['12', '11', '10', '9', '8', '7', '6', '5', '4', '3']);
+    expect(long?.changelogsOmitted).toBe(1);
+    expect(after).toMatchObject({ updateAvailable: true, changelogs: [], changelogsOmitted: 3 });
+  });
+
+  it('validates changelogs and lang, naming the field', async () => {
+    for (const [extra, field] of [
+      [{ changelogs: 'yes' }, /changelogs/],
+      [{ lang: 'fr' }, /lang/],
+    ] as const) {
+      const res = await t.inject({
+        method: 'POST',
+        url: '/api/addons/updates',
+        payload: { installed: [{ slug: 'changes', version: '1.0' }], ...extra },
+      });
+      expect(res.statusCode).toBe(400);
+      expect(res.json<{ error: string }>().error).toMatch(field);
+    }
+  });
+});

@@ -912,6 +912,8 @@ describe('admin console in Chromium against the real service', () => {
     expect(command).toContain(`launcher-publish game`);
     expect(command).toContain(`--server ${base}`);
     expect(command).toContain('--build-code 3');
+    // The manifest's app is the service's APP_NAME, which the command asks the service for.
+    expect(command).not.toContain('--app');
 
     // Revoked after a confirmation: marked, and its manifest is gone for launchers (410).
     await row.getByTestId('revoke-build').click();

@@ -718,7 +718,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** For an addon manager: which installed addons have an update, with the latest release to download (one request per folder) */
+        /** For an addon manager: which installed addons have an update, with the latest release to download and, when asked, the changelogs of the releases in between (one request per folder) */
         post: {
             parameters: {
                 query?: {
@@ -734,6 +734,8 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** @description true: each result also carries `changelogs`, the releases above the installed one up to `latest`, newest first (at most 50 per addon, 1000 and 1048576 bytes of entries per answer), and `changelogsOmitted`, how many those bounds left out */
+                        changelogs?: boolean;
                         /** @description the installed addons: `{slug, version}` or `{sha256}` of the file (up to 500) */
                         installed: ({
                             slug: string;
@@ -742,6 +744,11 @@ export interface paths {
                             /** @description SHA-256 of the file, hex */
                             sha256: string;
                         })[];
+                        /**
+                         * @description the answer's language (names, changelogs), covered by the answer's signature through the body's Content-Digest; wins over the query's `lang` and Accept-Language
+                         * @enum {string}
+                         */
+                        lang?: "zh" | "en";
                     };
                 };
             };
@@ -761,6 +768,14 @@ export interface paths {
                                     nameZh: string;
                                     slug: string;
                                 } | null;
+                                /** @description only with `changelogs: true`: the releases above the installed one up to `latest`, newest first */
+                                changelogs?: {
+                                    changelog: string;
+                                    createdAt: string;
+                                    version: string;
+                                }[];
+                                /** @description only with `changelogs: true`: the releases above the installed one left out by the bounds */
+                                changelogsOmitted?: number;
                                 installed: {
                                     createdAt: string;
                                     dependencies: {
@@ -2058,6 +2073,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the service's APP_NAME: the app a game client build's manifest must name */
+                            appName: string;
                             user: {
                                 id: string;
                                 /**

@@ -29,7 +29,6 @@ function PublishCommand({ nextBuildCode }: { nextBuildCode: number }) {
   const command = [
     'LAUNCHER_TOKEN=… launcher-publish game',
     `--server ${window.location.origin}`,
-    '--app <APP_NAME>',
     '--dir ./client',
     '--version <VERSION>',
     `--build-code ${nextBuildCode}`,

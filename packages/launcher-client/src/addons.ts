@@ -228,9 +228,10 @@ export class AddonManager {
 
   /**
    * The named installed addons (all when none are named) that have a newer release, each with the
-   * changelog of every release above the installed one up to the newest, newest first. One
-   * `POST /api/addons/updates` says which are outdated; its answer names only the newest release, so
-   * the changelogs come from each outdated addon's signed detail (`GET /api/addons/{slug}`).
+   * changelog of every release above the installed one up to the newest, newest first: one
+   * `POST /api/addons/updates` asking for the changelogs too (per 500 addons). Only for an addon whose
+   * answer carries none (a service older than that question) or not all (the answer's bounds left
+   * some out) are they read from its signed detail (`GET /api/addons/{slug}`).
    */
   async outdated(slugs?: readonly string[]): Promise<OutdatedAddon[]> {
     for (const slug of slugs ?? []) AddonManager.checkSlug(slug);
@@ -241,26 +242,37 @@ export class AddonManager {
     const outdated: OutdatedAddon[] = [];
     for (let at = 0; at < targets.length; at += UPDATES_PER_REQUEST) {
       const batch = targets.slice(at, at + UPDATES_PER_REQUEST);
-      const { results } = await this.updates.checkAddons(batch.map((m) => ({ slug: m.slug, version: m.version })));
+      const { results } = await this.updates.checkAddons(
+        batch.map((m) => ({ slug: m.slug, version: m.version })),
+        undefined,
+        { changelogs: true },
+      );
       for (const manifest of batch) {
         const result = results.find((r) => 'slug' in r.query && r.query.slug === manifest.slug);
         const latest = result?.latest ?? null;
         if (result?.updateAvailable !== true || latest === null || latest.id === manifest.releaseId) continue;
-        const addon = await this.updates.addon(manifest.slug);
-        const newer = (addon?.releases ?? []).filter(
-          (r) => compareVersions(r.version, manifest.version) > 0 && compareVersions(r.version, latest.version) <= 0,
-        );
+        const { changelogs, changelogsOmitted } = result;
         outdated.push({
           slug: manifest.slug,
           from: manifest.version,
           to: latest.version,
-          changelogs: newer
-            .sort((a, b) => compareVersions(b.version, a.version))
-            .map((r) => ({ version: r.version, changelog: r.changelog, createdAt: r.createdAt })),
+          changelogs:
+            Array.isArray(changelogs) && changelogsOmitted === 0
+              ? changelogs
+              : await this.detailChangelogs(manifest, latest.version),
         });
       }
     }
     return outdated;
+  }
+
+  /** The changelogs of the releases above `manifest`'s version up to `to`, newest first, from the signed detail. */
+  private async detailChangelogs(manifest: AddonManifest, to: string): Promise<OutdatedAddon['changelogs']> {
+    const addon = await this.updates.addon(manifest.slug);
+    return (addon?.releases ?? [])
+      .filter((r) => compareVersions(r.version, manifest.version) > 0 && compareVersions(r.version, to) <= 0)
+      .sort((a, b) => compareVersions(b.version, a.version))
+      .map((r) => ({ version: r.version, changelog: r.changelog, createdAt: r.createdAt }));
   }
 
   /**

@@ -808,10 +808,18 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
     return new Heartbeat(this.url('/api/launcher/heartbeat'), () => this.heartbeatBody(fields), options);
   }
 
-  /** `POST /api/addons/updates` (its body's `Content-Digest` sent, and covered by the answer's signature), verified. */
-  checkAddons(installed: readonly InstalledAddon[], signal?: AbortSignal): Promise<AddonUpdatesAnswer> {
+  /**
+   * `POST /api/addons/updates` (its body's `Content-Digest` sent, and covered by the answer's signature), verified.
+   * With `changelogs`, each result also carries the changelogs of the releases above the installed one
+   * (the language in the body too, so that the signature covers it).
+   */
+  checkAddons(
+    installed: readonly InstalledAddon[],
+    signal?: AbortSignal,
+    options: { changelogs?: boolean } = {},
+  ): Promise<AddonUpdatesAnswer> {
     return this.answer(this.url('/api/addons/updates', { lang: this.options.lang }), {
-      body: { installed },
+      body: options.changelogs === true ? { installed, changelogs: true, lang: this.options.lang } : { installed },
       signal,
     });
   }

@@ -10,6 +10,7 @@ import { chooseAdoptions } from '../src/addon-scan.js';
 import { AddonManager, IntegrityError, UpdateManager } from '../src/index.js';
 import { addonZip, gameFolder, publishAddon, tree, zip } from './addons-fixtures.js';
 import { type Service, startService } from './helpers.js';
+import { admin } from '../../../test/helpers/app.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
@@ -310,13 +311,48 @@ describe('changelogs', () => {
         },
       ],
     });
-    expect(s.proxy.seen.slice(from).filter((r) => r.url.startsWith('/api/addons/updates'))).toHaveLength(1);
+    // One request for all: the updates answer carries the changelogs (no detail read per addon).
+    expect(s.proxy.seen.slice(from).map((r) => `${r.method} ${r.url}`)).toEqual(['POST /api/addons/updates?lang=en']);
     const zh = await cli(['addons', 'outdated', 'logged', ...online(x), '--lang', 'zh']);
     expect(
       (zh.last as { outdated: { changelogs: { changelog: string }[] }[] }).outdated[0]!.changelogs[0]!.changelog,
     ).toBe('修复 1.2');
     const notInstalled = await cli(['addons', 'outdated', 'nope', ...online(x)]);
     expect([notInstalled.code, notInstalled.kind]).toEqual([1, 'not-found']);
+  });
+
+  it("outdated: an addon whose changelogs the answer's bounds cut (over 50 releases) reads its detail, only it", async () => {
+    await publishAddon(s.t, 'chatty', '1.0', addonZip(['Chatty'], '1.0'));
+    await publishAddon(s.t, 'quiet', '1.0', addonZip(['Quiet'], '1.0'));
+    const x = await setup();
+    await x.manager.install(['chatty', 'quiet']);
+    const chatty = (await admin(s.t, 'GET', '/api/admin/addons/chatty')).json<{ id: string }>().id;
+    const versions = Array.from({ length: 51 }, (_, i) => `2.${i}`);
+    for (const version of versions) {
+      await new Promise((resolve) => setTimeout(resolve, 2)); // one creation time each: 2.50 is the newest
+      const res = await admin(s.t, 'POST', '/api/releases', {
+        addonId: chatty,
+        version,
+        downloadType: 'url',
+        externalUrl: `https://cdn.example.test/chatty-${version}.zip`,
+        changelogZh: `第 ${version} 版`,
+      });
+      expect(res.statusCode, res.body).toBe(201);
+    }
+    await publishAddon(s.t, 'quiet', '1.1', addonZip(['Quiet'], '1.1'), [], { changelogZh: '小改' });
+    const from = s.proxy.seen.length;
+    const outdated = await x.manager.outdated();
+    expect(outdated.map((o) => [o.slug, o.from, o.to, o.changelogs.length])).toEqual([
+      ['chatty', '1.0', '2.50', 51],
+      ['quiet', '1.0', '1.1', 1],
+    ]);
+    expect(outdated[0]!.changelogs.map((c) => c.version)).toEqual([...versions].reverse());
+    expect(outdated[0]!.changelogs[0]!.changelog).toBe('第 2.50 版');
+    expect(outdated[1]!.changelogs).toEqual([{ version: '1.1', changelog: '小改', createdAt: expect.any(String) }]);
+    expect(s.proxy.seen.slice(from).map((r) => `${r.method} ${r.url.split('?')[0]}`)).toEqual([
+      'POST /api/addons/updates',
+      'GET /api/addons/chatty',
+    ]);
   });
 });
 

@@ -177,11 +177,25 @@ const withApi =
 /** Roles that may publish versions and releases (the service's own rule): checked before uploading. */
 const PUBLISHING_ROLES: readonly string[] = ['owner', 'publisher'];
 
-async function checkRole(api: Api): Promise<void> {
-  const { user } = await api.json<Me>('GET', '/api/admin/me');
-  if (!PUBLISHING_ROLES.includes(user.role)) {
-    throw new Error(`the token's role is ${user.role}: publishing needs an owner's or a publisher's token`);
+/** The token's account and the service (`GET /api/admin/me`), once its role is known to publish. */
+async function checkRole(api: Api): Promise<Me> {
+  const me = await api.json<Me>('GET', '/api/admin/me');
+  if (!PUBLISHING_ROLES.includes(me.user.role)) {
+    throw new Error(`the token's role is ${me.user.role}: publishing needs an owner's or a publisher's token`);
   }
+  return me;
+}
+
+/**
+ * The manifest's app: the service's APP_NAME. `--app` may only repeat it (a manifest naming another
+ * app would be refused after the upload).
+ */
+function serviceApp(options: ParsedOptions, me: Me): string {
+  const given = options.get('app');
+  if (given !== undefined && given !== me.appName) {
+    throw new UsageError(`--app: the service's APP_NAME is ${me.appName}, not ${given} (leave --app out to use it)`);
+  }
+  return me.appName;
 }
 
 /** `--publish-at`: an ISO 8601 time the service will take, checked before anything is uploaded. */
@@ -407,20 +421,25 @@ async function publishGame(options: ParsedOptions, context: Context): Promise<un
     forceUpdate: options.flag('force-update') || undefined,
     publishAt: publishAt(options),
   });
+  const manifestOf = async (app: string) => {
+    const build = manifestOptions(options, buildCode, app);
+    const files = await walkClient(options.require('dir'), options.all('exclude'));
+    const manifest = await clientManifest(files, build, context);
+    return { build, manifest, trustedComment: manifestTrustedComment(build, manifest) };
+  };
   const manifestOut = options.get('manifest-out');
-  if (manifestOut === undefined) options.require('server');
-  const build = manifestOptions(options, buildCode);
-  const files = await walkClient(options.require('dir'), options.all('exclude'));
-  const manifest = await clientManifest(files, build, context);
-  const trustedComment = manifestTrustedComment(build, manifest);
   if (manifestOut !== undefined) {
+    const app = options.get('app');
+    if (app === undefined) throw new UsageError("--manifest-out: --app is required (the service's APP_NAME)");
+    const { manifest, trustedComment } = await manifestOf(app);
     await fs.writeFile(manifestOut, manifest.text);
     const { files: count, totalBytes } = manifest;
     return { manifest: manifestOut, sha256: manifest.sha256, trustedComment, files: count, totalBytes };
   }
-  const manifestSignature = await signatureFor(options, context, manifestPrehash(manifest), trustedComment);
+  options.require('server');
   return withApi(async (api) => {
-    await checkRole(api);
+    const { build, manifest, trustedComment } = await manifestOf(serviceApp(options, await checkRole(api)));
+    const manifestSignature = await signatureFor(options, context, manifestPrehash(manifest), trustedComment);
     return publishBuild(api, build, manifest, { ...fields, ...defined({ manifestSignature }) }, context);
   })(options, context);
 }
@@ -484,7 +503,10 @@ export const commands: Record<string, Command> = {
       ...server,
       server: { ...server.server, required: false, help: `${server.server?.help} (not with --manifest-out)` },
       dir: { value: 'CLIENT', help: 'the game client folder (regular files only)', required: true },
-      app: { value: 'NAME', help: "the service's APP_NAME (the manifest's app)", required: true },
+      app: {
+        value: 'NAME',
+        help: "the manifest's app: the service's APP_NAME (default: the service's; required with --manifest-out)",
+      },
       version: { value: 'V', help: 'the build version, e.g. 1.18.3', required: true },
       'build-code': { value: 'N', help: 'the integer build code (1 or more), unique', required: true },
       ...changelog,

@@ -248,10 +248,10 @@ export async function publishBuild(
   return answer(uploaded);
 }
 
-/** `--build-code`, `--version`, `--app`, `--remove` and `--initial` as the manifest takes them. */
-export function manifestOptions(options: ParsedOptions, buildCode: number): ManifestOptions {
+/** `--build-code`, `--version`, `--remove` and `--initial` as the manifest takes them, for `app`. */
+export function manifestOptions(options: ParsedOptions, buildCode: number, app: string): ManifestOptions {
   return {
-    app: options.require('app'),
+    app,
     version: options.require('version'),
     buildCode,
     remove: options.all('remove'),

@@ -440,6 +440,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the service's APP_NAME: the app a game client build's manifest must name */
+                            appName: string;
                             user: {
                                 id: string;
                                 /**

@@ -62,7 +62,7 @@ const run = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
 
 const gameArgs = (client: string, code: number, extra: string[] = []) => [
   'game',
-  ...['--server', server, '--dir', client, '--app', 'acme', '--version', `1.18.${code}`],
+  ...['--server', server, '--dir', client, '--version', `1.18.${code}`],
   ...['--build-code', String(code), '--sign-key', keys.key, ...extra],
 ];
 
@@ -98,7 +98,7 @@ function client(name: string): string {
 describe('launcher-publish game', () => {
   let root: string;
 
-  it('first publish: walks, cuts, uploads every chunk once and creates the signed build', async () => {
+  it("first publish: walks, cuts, uploads every chunk once and creates the signed build, named for the service's APP_NAME", async () => {
     root = client('client');
     const result = await run(
       gameArgs(root, 1, [
@@ -148,9 +148,9 @@ describe('launcher-publish game', () => {
     );
   });
 
-  it('a rerun of the same folder uploads nothing and creates nothing new', async () => {
+  it('a rerun of the same folder uploads nothing and creates nothing new (--app may repeat the APP_NAME)', async () => {
     const args = gameArgs(root, 1, [
-      ...['--exclude', 'Logs/**', '--exclude', 'Interface/**'],
+      ...['--app', 'acme', '--exclude', 'Logs/**', '--exclude', 'Interface/**'],
       ...['--initial', 'WTF/Config.wtf', '--remove', 'Data/patch-old-*.mpq'],
       ...['--changelog-zh', '首个', '--changelog-en', 'First'],
     ]);
@@ -213,6 +213,15 @@ describe('launcher-publish game', () => {
     expect((await admin(t, 'GET', '/api/admin/game/builds')).json<unknown[]>()).toHaveLength(2);
   });
 
+  it("--app other than the service's APP_NAME: a usage error before anything is uploaded, no build", async () => {
+    const result = await run(gameArgs(client('other-app'), 8, ['--app', 'other', '--exclude', 'Logs/**']));
+    expect(result.code).toBe(1);
+    expect(errorOf(result)).toBe("--app: the service's APP_NAME is acme, not other (leave --app out to use it)");
+    expect(proxied.putBytes).toBe(0);
+    const builds = (await admin(t, 'GET', '/api/admin/game/builds')).json<{ buildCode: number }[]>();
+    expect(builds.map((b) => b.buildCode)).not.toContain(8);
+  });
+
   it('refuses symbolic links and other non-regular files before sending anything', async () => {
     const linked = client('linked');
     fs.symlinkSync('/etc/hostname', path.join(linked, 'Data', 'link.mpq'));
@@ -226,6 +235,12 @@ describe('launcher-publish game', () => {
     const signed = client('signed');
     const out = path.join(dir, 'manifest.json');
     const args = ['--exclude', 'Logs/**', '--exclude', 'Interface/**'];
+    // No service is asked: the app must be given.
+    const withoutApp = ['--dir', signed, '--version', '1.18.5', '--build-code', '5', '--manifest-out', out];
+    const noApp = await run(['game', ...withoutApp, ...args]);
+    expect(noApp.code).toBe(1);
+    expect(errorOf(noApp)).toBe("--manifest-out: --app is required (the service's APP_NAME)");
+    expect(fs.existsSync(out)).toBe(false);
     const written = await run([
       'game',
       ...['--dir', signed, '--app', 'acme', '--version', '1.18.5', '--build-code', '5', '--manifest-out', out],

@@ -221,6 +221,19 @@ export function publishedReleaseFiles(db: Db, at: string): Promise<ReleaseFileRo
     .execute();
 }
 
+/** The changelogs of these releases (at most one `IN` list's worth), by release id. */
+export async function releaseChangelogs(
+  db: Db,
+  ids: readonly string[],
+): Promise<Map<string, Pick<ReleaseRow, 'changelogZh' | 'changelogEn'>>> {
+  const rows = await db
+    .selectFrom('releases')
+    .select(['id', 'changelogZh', 'changelogEn'])
+    .where('id', 'in', [...new Set(ids)])
+    .execute();
+  return new Map(rows.map(({ id, ...texts }) => [id, texts]));
+}
+
 /** The ids of the addons with these slugs, by slug (unknown slugs are absent). */
 export async function addonIdsBySlug(db: Db, slugs: readonly string[]): Promise<Map<string, string>> {
   if (slugs.length === 0) return new Map();

@@ -122,15 +122,16 @@ export function addonRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         schema: {
           tags: ['addons'],
           summary:
-            'For an addon manager: which installed addons have an update, with the latest release to download (one request per folder)',
+            'For an addon manager: which installed addons have an update, with the latest release to download and, when asked, the changelogs of the releases in between (one request per folder)',
           querystring: Type.Object(LangQuery),
           body: UpdatesBody,
           response: { 200: UpdatesResponse, 400: ErrorResponse },
         },
       },
       async (request, reply) => {
-        const lang = requestLang(request);
-        const results = await updates.check(request.body.installed, lang, baseUrl(request, ctx.config.publicBaseUrl));
+        const { installed, changelogs, lang = requestLang(request) } = request.body;
+        const base = baseUrl(request, ctx.config.publicBaseUrl);
+        const results = await updates.check(installed, lang, base, changelogs);
         return sendRendered(request, reply, RenderedJson.of(Buffer.from(JSON.stringify({ results }))));
       },
     );

@@ -1,8 +1,9 @@
 import { Type } from 'typebox';
+import type { Lang } from '../../domain/lang.js';
 import { bilingualBody } from '../../http/bilingual.js';
 import { ChannelQuery, LangEnum, LangQuery } from '../../http/lang.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../http/paging.js';
-import { FileSignatureBody, fileSignatureSchema, PublishAtBody } from '../../http/schemas.js';
+import { FileSignatureBody, fileSignatureSchema, PublishAtBody, StringEnum } from '../../http/schemas.js';
 import { SLUG_PATTERN, SlugBody } from '../../http/slug.js';
 import { ImageRef, NullableHttpUrl, NullableImageRef } from '../../http/urls.js';
 
@@ -216,6 +217,12 @@ export const InstalledEntrySchema = Type.Union([
   Type.Object({ sha256: Sha256 }, { additionalProperties: false }),
 ]);
 
+/**
+ * The bounds of the changelogs one updates answer carries (`changelogs: true`): per addon, and in the
+ * whole answer (entries, and bytes of their JSON), so that no answer outgrows what a launcher reads.
+ */
+export const CHANGELOG_LIMITS = { perAddon: 50, entries: 1000, bytes: 1024 * 1024 } as const;
+
 export const UpdatesBody = Type.Object(
   {
     installed: Type.Array(InstalledEntrySchema, {
@@ -223,6 +230,17 @@ export const UpdatesBody = Type.Object(
       maxItems: 500,
       description: 'the installed addons: `{slug, version}` or `{sha256}` of the file (up to 500)',
     }),
+    changelogs: Type.Optional(
+      Type.Boolean({
+        description: `true: each result also carries \`changelogs\`, the releases above the installed one up to \`latest\`, newest first (at most ${CHANGELOG_LIMITS.perAddon} per addon, ${CHANGELOG_LIMITS.entries} and ${CHANGELOG_LIMITS.bytes} bytes of entries per answer), and \`changelogsOmitted\`, how many those bounds left out`,
+      }),
+    ),
+    lang: Type.Optional(
+      StringEnum<Lang>(['zh', 'en'], {
+        description:
+          "the answer's language (names, changelogs), covered by the answer's signature through the body's Content-Digest; wins over the query's `lang` and Accept-Language",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -248,6 +266,18 @@ export const UpdatesResponse = Type.Object({
       installed: Type.Union([ReleaseFileSchema, Type.Null()]),
       updateAvailable: Type.Boolean(),
       latest: Type.Union([ReleaseFileSchema, Type.Null()]),
+      changelogs: Type.Optional(
+        Type.Array(Type.Object({ version: Text, changelog: Text, createdAt: Text }), {
+          description:
+            'only with `changelogs: true`: the releases above the installed one up to `latest`, newest first',
+        }),
+      ),
+      changelogsOmitted: Type.Optional(
+        Type.Integer({
+          minimum: 0,
+          description: 'only with `changelogs: true`: the releases above the installed one left out by the bounds',
+        }),
+      ),
     }),
   ),
 });

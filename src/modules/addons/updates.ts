@@ -5,6 +5,7 @@ import { nowIso } from '../../domain/clock.js';
 import { notFound } from '../../http/errors.js';
 import { dependenciesOf, effectiveLatest, type ReleaseDependency } from './mapper.js';
 import * as repo from './repository.js';
+import { CHANGELOG_LIMITS } from './schemas.js';
 
 /** What an addon manager sends for one installed addon: its slug and version, or its file's hash. */
 export type InstalledEntry = { slug: string; version: string } | { sha256: string };
@@ -52,6 +53,25 @@ export interface UpdateResult {
   installed: ReleaseFile | null;
   updateAvailable: boolean;
   latest: ReleaseFile | null;
+  /** Only when asked (`changelogs: true`): the releases above the installed one, newest first. */
+  changelogs?: ChangelogEntry[];
+  /** Only when asked: how many releases above the installed one the answer's bounds left out. */
+  changelogsOmitted?: number;
+}
+
+export interface ChangelogEntry {
+  version: string;
+  changelog: string;
+  createdAt: string;
+}
+
+/** Releases whose changelogs are read per query (the read stops once the answer's bounds are met). */
+const CHANGELOGS_PER_QUERY = 50;
+
+/** An answered entry; with changelogs asked and an update, the releases above the installed one (newest first). */
+interface Checked {
+  result: UpdateResult;
+  above: readonly IndexedRelease[];
 }
 
 /**
@@ -91,12 +111,23 @@ export class AddonUpdates {
     });
   }
 
-  async check(installed: readonly InstalledEntry[], lang: Lang, base: string): Promise<UpdateResult[]> {
+  /**
+   * Each installed entry, in order: its addon, installed and latest release, whether it has an update;
+   * with `changelogs`, also the changelogs of the releases above the installed one (`withChangelogs`).
+   */
+  async check(
+    installed: readonly InstalledEntry[],
+    lang: Lang,
+    base: string,
+    changelogs = false,
+  ): Promise<UpdateResult[]> {
     const index = await this.index();
-    return installed.map((query) => {
+    const checked = installed.map((query): Checked => {
       const hashed = 'sha256' in query ? index.byHash.get(query.sha256.toLowerCase()) : undefined;
       const entry = 'sha256' in query ? hashed && index.byId.get(hashed.addonId) : index.bySlug.get(query.slug);
-      if (entry === undefined) return { query, addon: null, installed: null, updateAvailable: false, latest: null };
+      if (entry === undefined) {
+        return { result: { query, addon: null, installed: null, updateAvailable: false, latest: null }, above: [] };
+      }
       const mine = 'sha256' in query ? hashed : entry.releases.find((r) => r.version === query.version);
       const { latest } = entry;
       const updateAvailable =
@@ -104,14 +135,55 @@ export class AddonUpdates {
         (mine === undefined
           ? 'version' in query && latest.version !== query.version
           : mine.id !== latest.id && mine.createdAt <= latest.createdAt);
-      return {
+      const result = {
         query,
         addon: refOf(entry.addon, lang),
         installed: mine === undefined ? null : fileOf(mine, base),
         updateAvailable,
         latest: latest === null ? null : fileOf(latest, base),
       };
+      const above = changelogs && updateAvailable && latest !== null ? releasesAbove(entry, latest, mine) : [];
+      return { result, above };
     });
+    return changelogs ? this.withChangelogs(checked, lang) : checked.map(({ result }) => result);
+  }
+
+  /**
+   * The results with `changelogs` (the releases above the installed one, newest first) and
+   * `changelogsOmitted`. Within `CHANGELOG_LIMITS`: at most `perAddon` releases of each addon, and
+   * in the whole answer, in the order of the results, entries until one would pass `entries` or
+   * `bytes`: from there on, none (each result carries a newest-first prefix of its releases).
+   */
+  private async withChangelogs(checked: readonly Checked[], lang: Lang): Promise<UpdateResult[]> {
+    const carried: ChangelogEntry[][] = checked.map(() => []);
+    const wanted = checked.flatMap(({ above }, at) =>
+      above.slice(0, CHANGELOG_LIMITS.perAddon).map((release) => ({ at, release })),
+    );
+    let entries = 0;
+    let bytes = 0;
+    reading: for (let from = 0; from < wanted.length; from += CHANGELOGS_PER_QUERY) {
+      const part = wanted.slice(from, from + CHANGELOGS_PER_QUERY);
+      const texts = await repo.releaseChangelogs(
+        this.ctx.db,
+        part.map(({ release }) => release.id),
+      );
+      for (const { at, release } of part) {
+        // A release deleted since the index was read ends the changelogs as the bounds do.
+        const text = texts.get(release.id);
+        if (text === undefined) break reading;
+        const { changelog } = localize('changelog', text.changelogZh, text.changelogEn, lang);
+        const entry = { version: release.version, changelog, createdAt: release.createdAt };
+        bytes += Buffer.byteLength(JSON.stringify(entry));
+        if (entries === CHANGELOG_LIMITS.entries || bytes > CHANGELOG_LIMITS.bytes) break reading;
+        entries += 1;
+        carried[at]!.push(entry);
+      }
+    }
+    return checked.map(({ result, above }, at) => ({
+      ...result,
+      changelogs: carried[at]!,
+      changelogsOmitted: above.length - carried[at]!.length,
+    }));
   }
 
   /**
@@ -160,6 +232,21 @@ export interface FolderMatchAnswer {
   folder: string;
   addon: { id: string; slug: string };
   release: { id: string; version: string; folders: string[] };
+}
+
+/**
+ * The releases of `entry` above the installed one up to `latest`, newest first: from `latest` down to
+ * the installed release, without it. Only `latest` when the installed release is not in the catalogue
+ * (where it stood is unknown), or when it sorts above `latest` (one creation time, a later id).
+ */
+function releasesAbove(
+  entry: IndexedAddon,
+  latest: IndexedRelease,
+  mine: IndexedRelease | undefined,
+): readonly IndexedRelease[] {
+  const from = entry.releases.indexOf(latest);
+  const to = mine === undefined ? -1 : entry.releases.indexOf(mine);
+  return entry.releases.slice(from, Math.max(to, from + 1));
 }
 
 /** `a` before `b` when it is the newer release (the order of the index's lists). */

@@ -95,8 +95,21 @@ export function authRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
       adminScope(auth, async (admin) => {
         admin.get(
           '/api/admin/me',
-          { schema: { tags: ['admin'], response: { 200: Type.Object({ user: Me }), 401: ErrorResponse } } },
-          async (request) => ({ user: await auth.me(currentAdmin(request)) }),
+          {
+            schema: {
+              tags: ['admin'],
+              response: {
+                200: Type.Object({
+                  user: Me,
+                  appName: Type.String({
+                    description: "the service's APP_NAME: the app a game client build's manifest must name",
+                  }),
+                }),
+                401: ErrorResponse,
+              },
+            },
+          },
+          async (request) => ({ user: await auth.me(currentAdmin(request)), appName: ctx.config.appName }),
         );
 
         admin.post(
