@@ -169,15 +169,16 @@ export class LocalStorage implements Storage {
    * entries whose name starts with a dot (`.tmp`, `.tus`) and anything not a plain file (links too);
    * a few files' times asked at once.
    */
-  async *list(): AsyncIterable<ListedObject> {
+  async *list(except?: string): AsyncIterable<ListedObject> {
     const folders: string[] = [''];
     for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
       let files: string[] = [];
       for await (const entry of await fs.promises.opendir(path.join(this.root, ...folder.split('/')))) {
         if (entry.name.startsWith('.')) continue;
         const key = folder === '' ? entry.name : `${folder}/${entry.name}`;
-        if (entry.isDirectory()) folders.push(key);
-        else if (entry.isFile() && isSafeKey(key)) {
+        if (entry.isDirectory()) {
+          if (`${key}/` !== except) folders.push(key);
+        } else if (entry.isFile() && isSafeKey(key)) {
           files.push(key);
           if (files.length < AT_ONCE) continue;
           yield* this.listed(files);

@@ -205,7 +205,7 @@ export class S3Storage implements Storage {
   }
 
   /** The objects under the prefix, a page (up to 1000) at a time; keys the store would refuse (`.tus/…`) skipped. */
-  async *list(): AsyncIterable<ListedObject> {
+  async *list(except?: string): AsyncIterable<ListedObject> {
     const prefix = this.config.prefix === '' ? '' : `${this.config.prefix}/`;
     let token: string | undefined;
     do {
@@ -214,7 +214,9 @@ export class S3Storage implements Storage {
       );
       for (const object of page.Contents ?? []) {
         const key = (object.Key ?? '').slice(prefix.length);
-        if (isSafeKey(key)) yield { key, lastModified: object.LastModified ?? new Date(0) };
+        if (isSafeKey(key) && (except === undefined || !key.startsWith(except))) {
+          yield { key, lastModified: object.LastModified ?? new Date(0) };
+        }
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined);

@@ -47,8 +47,11 @@ export interface Storage {
    * thousand: answers those that could not be deleted, each with its error.
    */
   deleteMany(keys: readonly string[]): Promise<FailedDelete[]>;
-  /** Every stored key (not the store's own `.tmp`/`.tus` places), streamed a folder or a page at a time. */
-  list(): AsyncIterable<ListedObject>;
+  /**
+   * Every stored key (not the store's own `.tmp`/`.tus` places), streamed a folder or a page at a
+   * time; none under the folder `except` (`name/`), which the local store does not even walk.
+   */
+  list(except?: string): AsyncIterable<ListedObject>;
   /** The file holding a key's bytes, for a program to read directly (local store only); null when absent. */
   localPath?(key: string): string | null;
   /** A short-lived URL a client may download from directly, when the operator enabled it. */
