@@ -214,6 +214,11 @@ try {
       offloadPrefix: OFFLOAD_PREFIX,
     });
     stops.push(() => nginx.stop());
+    // The offloaded answer is the service's: its ETag and immutable caching, nginx's bytes.
+    const probe = await fetch(nginx.url + chunkPath(names[0] as string));
+    const headers = `${probe.status} ${probe.headers.get('etag')} ${probe.headers.get('cache-control')}`;
+    if (headers !== `200 "${names[0]}" public, max-age=31536000, immutable`) throw new Error(`offloaded: ${headers}`);
+    await probe.arrayBuffer();
     offloaded = way(
       'chunks through nginx (offload), 4 connections',
       offloading,
