@@ -1,18 +1,20 @@
 /*
  * The sweep of stored files nothing names (issue 38) at scale, on the local store (in-process):
  *   SWEEP_FILES=200000 TEST_ENGINE=sqlite npx tsx bench/stored-upload-sweep.mts
- * Writes SWEEP_FILES small files into a fresh store (every tenth named by a banner), then times one
- * sweep that finds them all older than UPLOAD_EXPIRY_HOURS, and a second one (only the named left),
- * with the process's peak RSS and heap while each runs (sampled every 20 ms).
+ * Writes SWEEP_FILES small files into a fresh store (every tenth named by a banner), and SWEEP_CHUNKS
+ * game chunks (default 0: files under game-chunks/, which this sweep leaves to the game module), then
+ * times one sweep that finds them all older than UPLOAD_EXPIRY_HOURS, and a second one (only the
+ * named left), with the process's peak RSS and heap while each runs (sampled every 20 ms).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { buildTestApp } from '../test/helpers/app.js';
 import { filePathFromKey } from '../src/storage/storage.js';
 
 const total = Number(process.env.SWEEP_FILES ?? 100_000);
+const chunks = Number(process.env.SWEEP_CHUNKS ?? 0);
 const NAMED_EVERY = 10;
 const MB = 1024 * 1024;
 
@@ -26,6 +28,12 @@ try {
     if (i % 12 === 0 || i < 12) fs.mkdirSync(path.join(root, month), { recursive: true });
     fs.writeFileSync(path.join(root, month, key.slice(month.length + 1)), 'x');
     if (i % NAMED_EVERY === 0) named.push(key);
+  }
+  for (let i = 0; i < chunks; i += 1) {
+    const name = createHash('sha256').update(String(i)).digest('hex');
+    const folder = path.join(root, 'game-chunks', name.slice(0, 2));
+    fs.mkdirSync(folder, { recursive: true });
+    fs.writeFileSync(path.join(folder, name), 'x');
   }
   const at = new Date().toISOString();
   for (let i = 0; i < named.length; i += 500) {

@@ -1,10 +1,11 @@
+import type { DeleteObjectsCommandInput } from '@aws-sdk/client-s3';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { versionTrustedComment } from 'patchwell-client/minisign';
 import { generateKeyPair, parseSecretKey, signFile } from 'patchwell-publish/minisign';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { LocalStorage } from '../src/storage/local.js';
 import { S3Storage } from '../src/storage/s3.js';
@@ -266,6 +267,45 @@ describe.each(stores)('stored uploads on the %s store', (_name, open) => {
     expect(await storage.stat(keys.unnamed)).toBeNull();
     for (const key of [keys.first, keys.second, keys.afterNewline]) {
       expect(await storage.stat(key), key).not.toBeNull();
+    }
+  });
+
+  it('deletes files several at once: one that cannot be deleted keeps its upload record and fails the discard, the others go with theirs', async () => {
+    // More files than the local store deletes at once.
+    const files = [];
+    for (let i = 0; i < 40; i += 1) files.push(await upload(t, `orphan-${i}.bin`, `bytes ${i}`));
+    const keys = files.map((file) => keyFromFilePath(file.filePath) ?? '');
+    const stuck = keys[7] ?? '';
+    const recorded = async () =>
+      new Set((await t.app.ctx.db.selectFrom('files').select('key').execute()).map((row) => row.key));
+    const entry = storage.localPath?.(stuck);
+    if (entry) {
+      // A folder where the file was: the store deletes files, never folders.
+      fs.rmSync(entry);
+      fs.mkdirSync(path.join(entry, 'inside'), { recursive: true });
+      await expect(t.app.ctx.files.discardKeys([...keys, '2026-01/never-stored.bin'])).rejects.toThrow();
+      expect([...(await recorded())]).toEqual([stuck]);
+      for (const key of keys) if (key !== stuck) expect(await storage.stat(key), key).toBeNull();
+    } else {
+      // One request for all of them: when S3 fails it, every file keeps its record.
+      s3.fail((request) => request.method === 'POST' && 'delete' in request.query);
+      try {
+        await expect(t.app.ctx.files.discardKeys(keys)).rejects.toThrow();
+      } finally {
+        s3.fail(null);
+      }
+      expect((await recorded()).size).toBe(keys.length);
+      expect(await stored(files[0]?.filePath ?? '')).toBe(true);
+      // A thousand keys a request (S3's limit); keys already gone are fine.
+      const sent = vi.spyOn((storage as S3Storage).client, 'send');
+      const gone = Array.from({ length: 1001 }, (_, i) => `2026-01/gone-${i}.bin`);
+      expect(await storage.deleteMany([...keys, ...gone])).toEqual([]);
+      const sizes = sent.mock.calls.map(
+        ([command]) => (command.input as DeleteObjectsCommandInput).Delete?.Objects?.length,
+      );
+      sent.mockRestore();
+      expect(sizes).toEqual([1000, keys.length + 1]);
+      for (const key of keys) expect(await storage.stat(key), key).toBeNull();
     }
   });
 

@@ -8,12 +8,19 @@ import { FileBody } from './file-body.js';
 import { RESUMABLE_FOLDER, type ResumableStore } from './resumable.js';
 import {
   type ByteRange,
+  type FailedDelete,
   isSafeKey,
   type ListedObject,
   type ObjectInfo,
   type Storage,
   type WrittenObject,
 } from './storage.js';
+
+/**
+ * File system calls a sweep keeps in flight at once (deletes, a listing's lstat): one after another,
+ * each waits its turn in libuv's thread pool and the disk's journal; a few at once share both.
+ */
+const AT_ONCE = 16;
 
 /** Passes bytes through while counting and hashing them. */
 export function hashingCounter(): Transform & { digest(): WrittenObject } {
@@ -129,28 +136,66 @@ export class LocalStorage implements Storage {
   }
 
   async delete(key: string): Promise<void> {
-    // The entry itself goes (a link, not what it points to), and only from a folder inside the store.
-    const entry = this.resolve(key);
-    const folder = await this.realFolder(entry);
-    if (folder !== null) await fs.promises.rm(path.join(folder, path.basename(entry)), { force: true });
+    const failed = await this.deleteMany([key]);
+    if (failed[0] !== undefined) throw failed[0].error;
+  }
+
+  /** Each entry itself goes (a link, not what it points to), and only from a folder inside the store. */
+  async deleteMany(keys: readonly string[]): Promise<FailedDelete[]> {
+    const failed: FailedDelete[] = [];
+    // Each folder's links resolved once, however many of its files go.
+    const folders = new Map<string, Promise<string | null>>();
+    let next = 0;
+    const deleter = async () => {
+      for (let key = keys[next++]; key !== undefined; key = keys[next++]) {
+        try {
+          const entry = this.resolve(key);
+          const parent = path.dirname(entry);
+          let folder = folders.get(parent);
+          if (folder === undefined) folders.set(parent, (folder = this.realFolder(entry)));
+          const real = await folder;
+          if (real !== null) await fs.promises.unlink(path.join(real, path.basename(entry)));
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') failed.push({ key, error });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(AT_ONCE, keys.length) }, deleter));
+    return failed;
   }
 
   /**
    * Walks the folders a directory handle at a time (never a whole folder's names at once), skipping
-   * entries whose name starts with a dot (`.tmp`, `.tus`) and anything not a plain file (links too).
+   * entries whose name starts with a dot (`.tmp`, `.tus`) and anything not a plain file (links too);
+   * a few files' times asked at once.
    */
-  async *list(): AsyncIterable<ListedObject> {
+  async *list(except?: string): AsyncIterable<ListedObject> {
     const folders: string[] = [''];
     for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
+      let files: string[] = [];
       for await (const entry of await fs.promises.opendir(path.join(this.root, ...folder.split('/')))) {
         if (entry.name.startsWith('.')) continue;
         const key = folder === '' ? entry.name : `${folder}/${entry.name}`;
-        if (entry.isDirectory()) folders.push(key);
-        else if (entry.isFile() && isSafeKey(key)) {
-          const stat = await fs.promises.lstat(path.join(this.root, ...key.split('/'))).catch(() => null);
-          if (stat !== null) yield { key, lastModified: stat.mtime };
+        if (entry.isDirectory()) {
+          if (`${key}/` !== except) folders.push(key);
+        } else if (entry.isFile() && isSafeKey(key)) {
+          files.push(key);
+          if (files.length < AT_ONCE) continue;
+          yield* this.listed(files);
+          files = [];
         }
       }
+      yield* this.listed(files);
+    }
+  }
+
+  /** `keys` with their modification times (asked at once); those gone meanwhile left out. */
+  private async *listed(keys: readonly string[]): AsyncIterable<ListedObject> {
+    const stats = await Promise.all(
+      keys.map((key) => fs.promises.lstat(path.join(this.root, ...key.split('/'))).catch(() => null)),
+    );
+    for (const [i, stat] of stats.entries()) {
+      if (stat !== null) yield { key: keys[i] as string, lastModified: stat.mtime };
     }
   }
 

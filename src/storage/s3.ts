@@ -22,6 +22,7 @@ import { hashingCounter } from './local.js';
 import { isGone, RESUMABLE_FOLDER, type ResumableStore } from './resumable.js';
 import {
   type ByteRange,
+  type FailedDelete,
   isSafeKey,
   type ListedObject,
   type ObjectInfo,
@@ -34,6 +35,8 @@ export type S3StorageConfig = Extract<StorageConfig, { kind: 's3' }>;
 /** Multipart part size: memory per upload is about `PART_SIZE × QUEUE_SIZE`, whatever the file size. */
 const PART_SIZE = 8 * 1024 * 1024;
 const QUEUE_SIZE = 4;
+/** Keys per DeleteObjects request: S3 takes at most 1,000. */
+const DELETE_BATCH = 1000;
 
 function isNotFound(err: unknown): boolean {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } } | null;
@@ -177,8 +180,32 @@ export class S3Storage implements Storage {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key: this.objectKey(key) }));
   }
 
+  /** A DeleteObjects request per thousand keys (S3's limit), one after another. */
+  async deleteMany(keys: readonly string[]): Promise<FailedDelete[]> {
+    const failed: FailedDelete[] = [];
+    for (let at = 0; at < keys.length; at += DELETE_BATCH) {
+      const batch = keys.slice(at, at + DELETE_BATCH);
+      try {
+        const named = new Map(batch.map((key) => [this.objectKey(key), key]));
+        const answer = await this.client.send(
+          new DeleteObjectsCommand({
+            Bucket: this.config.bucket,
+            Delete: { Objects: [...named.keys()].map((Key) => ({ Key })), Quiet: true },
+          }),
+        );
+        for (const error of answer.Errors ?? []) {
+          const key = named.get(error.Key ?? '') ?? error.Key ?? '';
+          failed.push({ key, error: new Error(`deleting ${key}: ${error.Code ?? 'error'} ${error.Message ?? ''}`) });
+        }
+      } catch (error) {
+        failed.push(...batch.map((key) => ({ key, error })));
+      }
+    }
+    return failed;
+  }
+
   /** The objects under the prefix, a page (up to 1000) at a time; keys the store would refuse (`.tus/…`) skipped. */
-  async *list(): AsyncIterable<ListedObject> {
+  async *list(except?: string): AsyncIterable<ListedObject> {
     const prefix = this.config.prefix === '' ? '' : `${this.config.prefix}/`;
     let token: string | undefined;
     do {
@@ -187,7 +214,9 @@ export class S3Storage implements Storage {
       );
       for (const object of page.Contents ?? []) {
         const key = (object.Key ?? '').slice(prefix.length);
-        if (isSafeKey(key)) yield { key, lastModified: object.LastModified ?? new Date(0) };
+        if (isSafeKey(key) && (except === undefined || !key.startsWith(except))) {
+          yield { key, lastModified: object.LastModified ?? new Date(0) };
+        }
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined);

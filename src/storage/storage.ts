@@ -19,6 +19,12 @@ export interface ListedObject {
   lastModified: Date;
 }
 
+/** A key `deleteMany` could not delete, and why. */
+export interface FailedDelete {
+  key: string;
+  error: unknown;
+}
+
 export interface WrittenObject {
   size: number;
   sha256: string;
@@ -36,8 +42,16 @@ export interface Storage {
   /** `checked`: what `stat` of this key just answered, so that a store may skip checks it made then. */
   read(key: string, range?: ByteRange, checked?: ObjectInfo): Promise<Readable>;
   delete(key: string): Promise<void>;
-  /** Every stored key (not the store's own `.tmp`/`.tus` places), streamed a folder or a page at a time. */
-  list(): AsyncIterable<ListedObject>;
+  /**
+   * Deletes each of `keys` (one already gone is fine) several at a time, or in a request per
+   * thousand: answers those that could not be deleted, each with its error.
+   */
+  deleteMany(keys: readonly string[]): Promise<FailedDelete[]>;
+  /**
+   * Every stored key (not the store's own `.tmp`/`.tus` places), streamed a folder or a page at a
+   * time; none under the folder `except` (`name/`), which the local store does not even walk.
+   */
+  list(except?: string): AsyncIterable<ListedObject>;
   /** The file holding a key's bytes, for a program to read directly (local store only); null when absent. */
   localPath?(key: string): string | null;
   /** A short-lived URL a client may download from directly, when the operator enabled it. */

@@ -110,12 +110,18 @@ export class FileService {
     if (key !== null) await this.discardKeys([key]);
   }
 
-  /** Removes stored objects and their upload records (one statement for the records). */
+  /**
+   * Removes stored objects (several at once) and their upload records (one statement): an object that
+   * could not be deleted keeps its record, and the first such failure is thrown once the others are gone.
+   */
   async discardKeys(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;
-    for (const key of keys) await this.storage.delete(key);
-    await this.db.deleteFrom('files').where('key', 'in', keys).execute();
-    for (const key of keys) this.names.delete(key);
+    const failed = await this.storage.deleteMany(keys);
+    const kept = new Set(failed.map((failure) => failure.key));
+    const gone = keys.filter((key) => !kept.has(key));
+    if (gone.length > 0) await this.db.deleteFrom('files').where('key', 'in', gone).execute();
+    for (const key of gone) this.names.delete(key);
+    if (failed[0] !== undefined) throw failed[0].error;
   }
 
   /**

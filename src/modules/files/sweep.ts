@@ -70,9 +70,8 @@ export class StoredUploadSweep extends Poller {
       batch = [];
     };
     try {
-      for await (const object of this.storage.list()) {
-        // Chunks are recorded in game_chunks and swept by `sweepAlso`, never by a lookup of names.
-        if (object.key.startsWith(GAME_CHUNKS_PREFIX)) continue;
+      // Chunks are recorded in game_chunks and swept by `sweepAlso`, never by a lookup of names.
+      for await (const object of this.storage.list(GAME_CHUNKS_PREFIX)) {
         counts.examined += 1;
         if (object.lastModified.getTime() >= before) continue;
         batch.push(object.key);

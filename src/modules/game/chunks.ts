@@ -165,14 +165,10 @@ export class GameChunks {
           .where(sql<boolean>`not ${named}`)
           .returningAll()
           .execute();
-        const kept = [];
-        for (const row of rows) {
-          try {
-            await this.storage.delete(chunkKey(row.sha256));
-          } catch {
-            kept.push(row);
-          }
-        }
+        const failed = new Set(
+          (await this.storage.deleteMany(rows.map((row) => chunkKey(row.sha256)))).map((failure) => failure.key),
+        );
+        const kept = rows.filter((row) => failed.has(chunkKey(row.sha256)));
         if (kept.length > 0) await trx.insertInto('gameChunks').values(kept).execute();
         return { deleted: rows.length - kept.length, full: rows.length === SWEEP_BATCH };
       });
