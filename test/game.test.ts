@@ -461,7 +461,18 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
       }
     });
 
-    it('counts the store in /metrics', async () => {
+    it('counts the store in /metrics, and the chunk bytes it sends itself', async () => {
+      const served = async () =>
+        Number(/served_bytes_total\{kind="game"\} (\d+)/.exec((await t.inject('/metrics')).body)?.[1] ?? 0);
+      const before = await served();
+      const { sha256, size } = await t.database.db
+        .selectFrom('gameChunks')
+        .select(['sha256', 'size'])
+        .executeTakeFirstOrThrow();
+      const chunk = await t.inject(`/api/game/chunks/${sha256}`);
+      // Sent by the service: counted; a presigned redirect sends none.
+      expect(await served()).toBe(before + (chunk.statusCode === 200 ? Number(size) : 0));
+      expect([200, 302]).toContain(chunk.statusCode);
       const text = (await t.inject('/metrics')).body;
       const chunks = await t.database.db.selectFrom('gameChunks').select('size').execute();
       expect(text).toContain(`game_store{figure="chunks"} ${chunks.length}`);

@@ -14,8 +14,8 @@ export interface MetricsSources {
   gameStore(): Promise<{ chunks: number; bytes: number; builds: number }>;
 }
 
-/** Kinds of served bytes: the download routes and the `/uploads/` files. */
-export type ServedKind = 'software' | 'addon' | 'file';
+/** Kinds of served bytes: the download routes, the `/uploads/` files and the game client's chunks. */
+export type ServedKind = 'software' | 'addon' | 'file' | 'game';
 
 /**
  * The service's Prometheus instruments, in a registry of its own (one per app, so tests and
@@ -51,7 +51,7 @@ export class Metrics {
     );
     this.servedBytes = new Counter({
       name: 'served_bytes_total',
-      help: 'File bytes sent to clients by kind (software downloads, addon downloads, /uploads/ files)',
+      help: 'File bytes sent to clients by kind (software downloads, addon downloads, /uploads/ files, game client chunks)',
       labelNames: ['kind'],
       registers,
     });

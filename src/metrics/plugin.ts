@@ -16,6 +16,7 @@ const SERVING_ROUTES: Readonly<Record<string, ServedKind>> = {
   '/download/launcher': 'software',
   '/api/download/:releaseId': 'addon',
   '/uploads/*': 'file',
+  '/api/game/chunks/:sha256': 'game',
 };
 
 /** The label of requests that matched no route: one value, whatever URLs clients try. */
