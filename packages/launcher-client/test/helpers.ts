@@ -37,7 +37,8 @@ export interface Answer {
   body: Buffer;
   /** Send the headers and this many bytes of the body, then cut the connection (or `hold` it open). */
   cutAfter?: number;
-  hold?: boolean;
+  /** Keep the connection open after `cutAfter` bytes: for good (true), or until this promise settles, then cut it. */
+  hold?: boolean | Promise<unknown>;
   /** Send this instead of `body`, chunked (no Content-Length), as long as the client reads. */
   stream?: () => AsyncIterable<Buffer>;
 }
@@ -86,7 +87,8 @@ export class TamperProxy {
         res.writeHead(answer.status, { ...headers, 'content-length': String(answer.body.length) });
         if (answer.cutAfter === undefined) return void res.end(answer.body);
         res.write(answer.body.subarray(0, answer.cutAfter), () => {
-          if (!answer.hold) setTimeout(() => res.socket?.destroy(), 20);
+          if (answer.hold instanceof Promise) void answer.hold.finally(() => res.socket?.destroy());
+          else if (!answer.hold) setTimeout(() => res.socket?.destroy(), 20);
         });
       })().catch((err: unknown) => {
         res.destroy(err as Error);
