@@ -359,7 +359,7 @@ describe('mirrors, cuts and kills', () => {
         .equals(exe.subarray(0, 3 * 64 * KiB)),
     ).toBe(true);
     const damage = fs.openSync(path.join(files, exeWork!), 'r+');
-    fs.writeSync(damage, Buffer.from('x'), 0, 1, 0);
+    fs.writeSync(damage, Buffer.from([exe[0]! ^ 0xff]), 0, 1, 0); // another byte, whatever the first was
     fs.closeSync(damage);
     const before = chunkRequests();
     const result = await game(stateDir, gameDir).update();
