@@ -21,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
 import { nginxWanted, startNginx } from '../test/helpers/nginx.js';
-import { type ServerProcess, startServer } from '../test/helpers/process.js';
+import { loginCookie, startServer, type ServerProcess } from '../test/helpers/process.js';
 
 const MIB = 1024 * 1024;
 const totalMb = Number(process.env.GAME_BENCH_MB ?? 256);
@@ -121,12 +121,7 @@ function ratio(a: Way, b: Way, aim: number): void {
 }
 
 try {
-  const login = await fetch(`${server.url}/api/admin/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'admin', password }),
-  });
-  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const cookie = await loginCookie(server.url, password);
   const files: { path: string; size: number; sha256: string; chunks: [string, number][] }[] = [];
   const names: string[] = [];
   const whole = createHash('sha256');

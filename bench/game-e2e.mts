@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { highWaterKb, LONG } from '../src/modules/deltas/zstd.js';
-import { startServer } from '../test/helpers/process.js';
+import { loginCookie, startServer } from '../test/helpers/process.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const CLIENT = path.join(ROOT, 'packages/launcher-client/dist/cli.js');
@@ -80,12 +80,7 @@ function filesOf(dir: string): string[] {
 }
 
 try {
-  const login = await fetch(`${server.url}/api/admin/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'admin', password }),
-  });
-  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const cookie = await loginCookie(server.url, password);
   const tokenRes = await fetch(`${server.url}/api/admin/tokens`, {
     method: 'POST',
     headers: { cookie, 'content-type': 'application/json' },

@@ -37,7 +37,7 @@ if (args['delta-gb']) process.env.BENCH_DELTA_GB = '1';
 const engine = args.db === 'postgres' ? 'postgres' : 'sqlite';
 process.env.TEST_ENGINE = engine;
 const { createTestDatabase } = await import('../test/helpers/db.js');
-const { startServer } = await import('../test/helpers/process.js');
+const { loginCookie, startServer } = await import('../test/helpers/process.js');
 
 const duration = Number(args.duration);
 const rounds = Number(args.rounds);
@@ -237,12 +237,7 @@ const only = args.only?.split(',') ?? null;
 const isWanted = (name: string) => only === null || only.some((part) => name.includes(part));
 
 try {
-  const login = await fetch(`${server.url}/api/admin/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'admin', password }),
-  });
-  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const cookie = await loginCookie(server.url, password);
   const target: BenchRun = {
     url: server.url,
     cookie,

@@ -79,3 +79,14 @@ export async function startServer(
     },
   };
 }
+
+/** The session cookie (`name=value`) of an administrator logged in to the service at `url`. */
+export async function loginCookie(url: string, password: string, username = 'admin'): Promise<string> {
+  const login = await fetch(`${url}/api/admin/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+  if (login.status !== 200) throw new Error(`login → ${login.status}: ${await login.text()}`);
+  return (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+}
