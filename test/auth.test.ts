@@ -27,6 +27,7 @@ describe('administrator session', () => {
     const cookie = sessionCookieOf(res);
     expect((await me({ cookie })).json()).toEqual({
       user: { id: expect.any(String), username: 'admin', role: 'owner', totpEnabled: false },
+      appName: 'app',
     });
   });
 
