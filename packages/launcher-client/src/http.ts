@@ -76,7 +76,7 @@ export function deadline(timeoutMs: number, caller?: AbortSignal): Deadline {
  * The failure of an attempt that `deadline` ended: `AbortedError` for the caller's, else a
  * `NetworkError` (the one the deadline's signal aborted with, when it gave one).
  */
-function failure(url: string, err: unknown, within: Deadline | undefined): AbortedError | NetworkError {
+export function failure(url: string, err: unknown, within: Deadline | undefined): AbortedError | NetworkError {
   if (within === undefined) return networkError(url, err, undefined);
   if (within.caller?.aborted) return aborted(within.caller);
   if (within.signal.aborted) {
@@ -155,20 +155,24 @@ export async function readLimitedBody(
 }
 
 /** The most of an error answer read for its `{error}` text. */
-const ERROR_BODY_MAX_BYTES = 64 * 1024;
+export const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
 /** The `HttpError` of an unexpected answer (its `{error}` text when it has one, read up to 64 KiB). */
 export async function httpError(url: string, res: Response): Promise<HttpError> {
+  const body = await readLimitedBody(url, res, ERROR_BODY_MAX_BYTES).catch(() => null);
+  return answerError(url, res.status, body, res.headers.get('retry-after'));
+}
+
+/** The `HttpError` of an answer of `status` whose body (at most 64 KiB, null when unread) may carry `{error}`. */
+export function answerError(url: string, status: number, body: Buffer | null, retryAfter: string | null): HttpError {
   let message: string | null = null;
   try {
-    const body = JSON.parse((await readLimitedBody(url, res, ERROR_BODY_MAX_BYTES)).toString('utf8')) as {
-      error?: unknown;
-    };
-    if (typeof body.error === 'string') message = body.error;
+    const parsed = JSON.parse(body?.toString('utf8') ?? '') as { error?: unknown };
+    if (typeof parsed.error === 'string') message = parsed.error;
   } catch {
-    // not JSON, or too long: the status says enough
+    // not JSON: the status says enough
   }
-  return new HttpError(res.status, url, message, retryAfterMs(res.headers.get('retry-after')));
+  return new HttpError(status, url, message, retryAfterMs(retryAfter));
 }
 
 /** Whether a failure is worth another attempt: no answer, 429 or 5xx. */
