@@ -297,6 +297,33 @@ describe('mirrors, cuts and kills', () => {
     }
   });
 
+  it('chunk answers redirected (as a presigned store or an offload answers) are followed; a redirect loop is a network failure', async () => {
+    // Every chunk through the proxy answers a redirect: 302 to the service itself, or first a relative
+    // 302 back to the proxy that then answers 307 to the service.
+    let redirected = 0;
+    s.proxy.rule = (seen) => {
+      if (!seen.url.startsWith('/api/game/chunks/')) return Promise.resolve(undefined);
+      redirected++;
+      const [where, query] = seen.url.split('?');
+      const location = query === undefined && redirected % 2 === 0 ? `${where}?again=1` : `${s.direct}${where}`;
+      return Promise.resolve({ status: query === undefined ? 302 : 307, headers: { location }, body: Buffer.alloc(0) });
+    };
+    const gameDir = tempDir('game-redirect-');
+    const result = await game(tempDir('game-state-'), gameDir).update();
+    expect(result.downloadedBytes).toBeGreaterThan(0);
+    expect(redirected).toBeGreaterThanOrEqual(build2.chunks.size);
+    for (const file of BUILD2) expect(read(gameDir, file.path).equals(file.content)).toBe(true);
+
+    // A chunk that redirects to itself forever: given up after a few hops, as a network failure (retried, then refused).
+    s.proxy.rule = (seen) =>
+      Promise.resolve(
+        seen.url.startsWith('/api/game/chunks/')
+          ? { status: 302, headers: { location: seen.url }, body: Buffer.alloc(0) }
+          : undefined,
+      );
+    await expect(game(tempDir('game-state-'), tempDir('game-loop-')).update()).rejects.toThrow(/more than 5 redirects/);
+  });
+
   it('a connection cut mid-chunk is retried; the game ends whole', async () => {
     let cuts = 0;
     s.proxy.rule = async (seen, upstream) => {
