@@ -588,6 +588,18 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         continue;
       }
       const old = before.get(key(file.path));
+      const seen = old && quick[old.path];
+      if (
+        !full &&
+        old !== undefined &&
+        old.sha256 !== file.sha256 &&
+        seen?.size === stat?.size &&
+        seen?.mtimeMs === stat?.mtimeMs
+      ) {
+        // The installed version, as last verified (its size and time): not the new content, and not hashed to learn so.
+        builds.push({ file, kind });
+        continue;
+      }
       const sameQuick = !full && old?.sha256 === file.sha256;
       if (stat !== null && stat.isFile() && (await this.matches(file, stat, sameQuick ? quick : {}, !sameQuick))) {
         quick[file.path] = { size: stat.size, mtimeMs: stat.mtimeMs };
@@ -720,46 +732,11 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       }
     }
 
-    // Gather: each chunk already in place (an earlier run) is kept; else read from disk where a source
-    // hashes right; else downloaded. Each place filled is told to the whole checks, on their thread.
+    // Each place filled is told to the whole checks, on their thread.
     const hasher = new Hasher();
     try {
       const sources = await this.sources(target, installed);
-      const largest = [...places.values()].reduce((most, p) => Math.max(most, p.size), 1);
-      // A chunk found is kept in `into` while the other places are read into `spare`.
-      const into = sharedBuffer(largest);
-      const spare = sharedBuffer(largest);
-      const missing = new Map<string, { size: number; at: Place[] }>();
-      let reusedBytes = 0;
-      for (const [name, { size, at }] of places) {
-        checkAbort(signal);
-        let bytes: Buffer | null = null;
-        const empty: Place[] = [];
-        for (const place of at) {
-          const found: Buffer | null = place.partial
-            ? await chunkAt(
-                place.file,
-                place.offset,
-                { name, size, places: [place] },
-                bytes === null ? into : spare,
-                hasher,
-              )
-            : null;
-          if (found === null) empty.push(place);
-          else {
-            bytes ??= found;
-            hasher.written(place.file, place.offset, size);
-          }
-        }
-        if (empty.length === 0) continue;
-        if (bytes === null) {
-          bytes = await this.fromDisk({ name, size, places: empty }, sources.get(name) ?? [], into, hasher);
-          if (bytes !== null) reusedBytes += size * empty.length;
-        }
-        if (bytes === null) missing.set(name, { size, at: empty });
-        else await writePlaces(bytes, empty, hasher);
-      }
-      const downloadedBytes = await this.download(missing, mirrors, hasher, options);
+      const { downloadedBytes, reusedBytes } = await this.gather(places, sources, mirrors, hasher, options);
 
       // Each work file checked whole (a chunk list that does not make the file is refused here).
       for (const [i, { file }] of plan.builds.entries()) {
@@ -792,18 +769,26 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
   }
 
   /**
-   * Downloads `missing` over `connections` keep-alive connections, each chunk written to its places
-   * as it arrives: from the mirrors in order, then the service, used only when its bytes hash to its name.
+   * Fills every place, over `connections` workers taking the chunks in order: a chunk already in
+   * place (an earlier run) is kept; else read from disk where a source hashes right; else downloaded
+   * (from the mirrors in order, then the service, used only when its bytes hash to its name) over
+   * keep-alive connections. Reading from disk and downloading so overlap.
    */
-  private async download(
-    missing: Map<string, { size: number; at: Place[] }>,
+  private async gather(
+    places: Map<string, { size: number; at: Place[] }>,
+    sources: Map<string, Source[]>,
     mirrors: MirrorReport[],
     hasher: Hasher,
     options: GameOperationOptions,
-  ): Promise<number> {
-    const queue = [...missing];
-    const total = queue.reduce((sum, [, { size }]) => sum + size, 0);
+  ): Promise<{ downloadedBytes: number; reusedBytes: number }> {
+    const queue = [...places];
+    /** Whether a chunk may be found on disk: in a place an earlier run filled, or a source. */
+    const onDisk = (name: string, at: readonly Place[]) => sources.has(name) || at.some((p) => p.partial);
+    // What is to be downloaded as far as known: chunks with nowhere on disk to look (a chunk that is not
+    // where it was looked for adds to it).
+    let total = queue.reduce((sum, [name, { size, at }]) => sum + (onDisk(name, at) ? 0 : size), 0);
     let bytes = 0;
+    let reusedBytes = 0;
     const started = Date.now();
     const lying = new Set<MirrorReport>();
     const report = () =>
@@ -843,17 +828,48 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       );
     };
     const largest = queue.reduce((most, [, { size }]) => Math.max(most, size), 1);
+    let taken = 0;
     const worker = async () => {
       const into = sharedBuffer(largest);
-      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      // A chunk found in place is kept in `into` while its other places are read into `spare`.
+      let spare: Buffer | undefined;
+      for (let next = queue[taken++]; next !== undefined; next = queue[taken++]) {
+        checkAbort(options.signal);
         const [name, { size, at }] = next;
-        await writePlaces(await fetchOne(name, size, at, into), at, hasher);
-        bytes += size;
-        report();
+        let found: Buffer | null = null;
+        const empty: Place[] = [];
+        for (const place of at) {
+          const chunk = { name, size, places: [place] };
+          const here: Buffer | null = place.partial
+            ? await chunkAt(
+                place.file,
+                place.offset,
+                chunk,
+                found === null ? into : (spare ??= sharedBuffer(largest)),
+                hasher,
+              )
+            : null;
+          if (here === null) empty.push(place);
+          else {
+            found ??= here;
+            hasher.written(place.file, place.offset, size);
+          }
+        }
+        if (empty.length === 0) continue;
+        if (found === null) {
+          found = await this.fromDisk({ name, size, places: empty }, sources.get(name) ?? [], into, hasher);
+          if (found !== null) reusedBytes += size * empty.length;
+        }
+        if (found === null) {
+          if (onDisk(name, at)) total += size;
+          await writePlaces(await fetchOne(name, size, empty, into), empty, hasher);
+          bytes += size;
+          report();
+        } else await writePlaces(found, empty, hasher);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));
-    return bytes;
+    return { downloadedBytes: bytes, reusedBytes };
   }
 
   /** Finishes an operation whose files are all ready: renames them in, deletes, records the build. */
