@@ -13,7 +13,7 @@
  * screenshots and own files are checked byte for byte at the end. Each step: wall time, the peak RSS
  * of the command (VmHWM), its JSON.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -47,6 +47,8 @@ async function run(
   env: Record<string, string> = {},
   stop?: (child: ChildProcess) => Promise<void>,
 ): Promise<Run> {
+  // Each step starts with nothing left to write back from the one before (a 2 GiB step leaves seconds of it).
+  execFileSync('sync');
   const started = performance.now();
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let out = '';
