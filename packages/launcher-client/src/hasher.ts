@@ -2,9 +2,8 @@
  * The SHA-256 work of a game operation, on a thread of its own so that the event loop's thread keeps
  * the downloads and writes moving: each chunk's name (its bytes lent through a `SharedArrayBuffer`,
  * not copied), and each work file's whole hash, over its bytes in order as its places are filled:
- * from a chunk's bytes when its place is the next of its file, else from a copy kept until its turn
- * (a few chunks' worth: downloads over several connections end out of order), else read back from
- * the file once the places before it are hashed. A file's whole check so ends moments after its last place is
+ * from a chunk's bytes when its place is the next of its file, else read back from the file once
+ * the places before it are hashed. A file's whole check so ends moments after its last place is
  * written, not in a pass of its own at the end.
  */
 import { Worker } from 'node:worker_threads';
@@ -41,49 +40,33 @@ function hasherThread(): void {
     readonly fd: number;
     /** Bytes hashed from the start. */
     next: number;
-    /** Chunks' bytes for places after `next`, copied here until their turn (within `HOLD_BYTES`). */
-    readonly held: Map<number, Buffer>;
-    /** Places written after `next` and not held: offset → size, read back from the file in their turn. */
+    /** Written places not hashed yet: offset → size (a place already hashed from its chunk is not kept). */
     readonly written: Map<number, number>;
   }
-  /** The most bytes held for places ahead of their file's hash, all files together. */
-  const HOLD_BYTES = 64 * 1024 * 1024;
-  let heldBytes = 0;
   const files = new Map<string, Progress>();
   let buffer = Buffer.allocUnsafe(1 << 20);
   const progress = (file: string): Progress => {
     let found = files.get(file);
     if (found === undefined) {
-      found = { hash: createHash('sha256'), fd: fs.openSync(file, 'r'), next: 0, held: new Map(), written: new Map() };
+      found = { hash: createHash('sha256'), fd: fs.openSync(file, 'r'), next: 0, written: new Map() };
       files.set(file, found);
     }
     return found;
   };
-  /** The bytes of `size` at `offset`, read back from the file (fewer at its end). */
-  const readBack = (p: Progress, offset: number, size: number): Buffer => {
-    if (buffer.length < size) buffer = Buffer.allocUnsafe(size);
-    let read = 0;
-    while (read < size) {
-      const n = fs.readSync(p.fd, buffer, read, size - read, offset + read);
-      if (n === 0) break;
-      read += n;
-    }
-    return buffer.subarray(0, read);
-  };
-  /** Hashes the places that follow what is hashed: from the bytes held, else read back when written. */
+  /** Hashes the file's written places that follow what is hashed, read back from the file. */
   const advance = (p: Progress) => {
-    for (;;) {
-      const at = p.next;
-      const held = p.held.get(at);
-      const size = held?.length ?? p.written.get(at);
-      if (size === undefined) return;
-      const bytes = held ?? readBack(p, at, size);
-      p.held.delete(at);
-      p.written.delete(at);
-      heldBytes -= held?.length ?? 0;
-      p.hash.update(bytes);
-      p.next += bytes.length;
-      if (bytes.length < size) return;
+    for (let size = p.written.get(p.next); size !== undefined; size = p.written.get(p.next)) {
+      p.written.delete(p.next);
+      if (buffer.length < size) buffer = Buffer.allocUnsafe(size);
+      let read = 0;
+      while (read < size) {
+        const n = fs.readSync(p.fd, buffer, read, size - read, p.next + read);
+        if (n === 0) break;
+        read += n;
+      }
+      p.hash.update(buffer.subarray(0, read));
+      p.next += read;
+      if (read < size) return;
     }
   };
   port.on('message', (message: Request) => {
@@ -93,16 +76,10 @@ function hasherThread(): void {
         if (digest === message.name) {
           for (const place of message.places) {
             const p = progress(place.file);
-            if (place.offset < p.next || p.held.has(place.offset)) continue;
-            if (place.offset === p.next) {
-              p.hash.update(message.bytes);
-              p.next += message.bytes.length;
-              advance(p);
-            } else if (heldBytes + message.bytes.length <= HOLD_BYTES) {
-              // Its turn has not come (a chunk before it is still on its way): a copy waits for it here.
-              p.held.set(place.offset, Buffer.from(message.bytes));
-              heldBytes += message.bytes.length;
-            }
+            if (p.next !== place.offset) continue;
+            p.hash.update(message.bytes);
+            p.next += message.bytes.length;
+            advance(p);
           }
         }
         port.postMessage({ id: message.id, digest });
@@ -113,9 +90,7 @@ function hasherThread(): void {
       } else {
         const p = progress(message.file);
         files.delete(message.file);
-        for (const held of p.held.values()) heldBytes -= held.length;
-        const whole =
-          p.next === message.size && p.written.size + p.held.size === 0 && fs.fstatSync(p.fd).size === message.size;
+        const whole = p.next === message.size && p.written.size === 0 && fs.fstatSync(p.fd).size === message.size;
         fs.closeSync(p.fd);
         port.postMessage({ id: message.id, digest: whole ? p.hash.digest('hex') : null });
       }

@@ -60,23 +60,6 @@ describe('Hasher: chunk names and whole checks on a thread of their own', () => 
     expect(await hasher.whole(w.file, 220)).toBe(w.whole);
   });
 
-  it('chunks checked out of order (several connections) are kept until their turn, then hashed in order', async () => {
-    const w = workFile(dir);
-    for (const i of [2, 1, 0]) {
-      const bytes = shared(w.parts[i]!);
-      expect(await hasher.chunk(bytes, sha256(w.parts[i]!), [{ file: w.file, offset: w.offsets[i]! }])).toBe(
-        sha256(w.parts[i]!),
-      );
-      // The shared buffer is reused for the next chunk at once: what was kept is a copy.
-      bytes.fill(0);
-    }
-    for (const i of [0, 1, 2]) {
-      w.put(i);
-      hasher.written(w.file, w.offsets[i]!, w.parts[i]!.length);
-    }
-    expect(await hasher.whole(w.file, 220)).toBe(w.whole);
-  });
-
   it('a whole check reads what is on disk: a place written with other bytes than its chunk makes another hash', async () => {
     const w = workFile(dir);
     for (const i of [2, 1, 0]) {
