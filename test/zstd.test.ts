@@ -86,8 +86,12 @@ describe.skipIf(process.platform !== 'linux')('zstd runs for the delta worker', 
       () => 'finished',
       () => 'rejected',
     );
-    await busyFor(400, () => undefined);
-    expect(zstdChildren().some((c) => c.state === 'T')).toBe(true);
+    // Busy until zstd is seen paused (a loaded machine may take longer than usual to start it).
+    let paused = false;
+    for (const until = performance.now() + 10_000; !paused && performance.now() < until;) {
+      await busyFor(200, () => (paused ||= zstdChildren().some((c) => c.state === 'T')));
+    }
+    expect(paused).toBe(true);
     controller.abort();
     expect(await outcome).toBe('rejected');
     await new Promise((resolve) => setTimeout(resolve, 200));
