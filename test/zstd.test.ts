@@ -65,22 +65,32 @@ describe.skipIf(process.platform !== 'linux')('zstd runs for the delta worker', 
 
   it('pauses zstd while the service is busy and finishes once it is not', async () => {
     const out = path.join(dir, 'paused.zst');
-    const making = makeDelta(source, target, out, new AbortController().signal);
-    let finished = false;
-    void making.then(() => (finished = true));
+    const controller = new AbortController();
+    const making = makeDelta(source, target, out, controller.signal);
+    let settled: string | null = null;
+    const outcome = making.then(
+      () => (settled = 'finished'),
+      (err: unknown) => (settled = `rejected: ${String(err)}`),
+    );
     const states: string[] = [];
     await busyFor(1500, () => states.push(...zstdChildren().map((c) => c.state)));
-    // Stopped (T) on every check after the first: the loop was busy all along.
-    expect(states.length).toBeGreaterThan(5);
-    expect(states.slice(3).every((state) => state === 'T')).toBe(true);
-    expect(finished).toBe(false);
-    await making;
+    // Stopped (T) from an early check on, and on every check after: the loop was busy all along. On a
+    // loaded host a stop takes effect only once zstd (at nice 19) is next given the CPU: until then it
+    // is still seen runnable (R), though it runs no more than stopped (seen for 0.7 s with two other
+    // busy processes on two cores).
+    const first = states.indexOf('T');
+    const stopped = first >= 0 && first < states.length - 3 && states.slice(first).every((state) => state === 'T');
+    const seen = { checks: states.length, stopped, settled };
+    // A failed attempt leaves no zstd behind for the next one.
+    if (seen.checks <= 5 || !seen.stopped || settled !== null) controller.abort();
+    expect(seen).toMatchObject({ stopped: true, settled: null });
+    expect(seen.checks).toBeGreaterThan(5);
+    expect(await outcome).toBe('finished');
     expect(fs.statSync(out).size).toBeGreaterThan(0);
     expect(await rebuiltDigest(source, out, new AbortController().signal)).toBe(targetSha256);
   });
 
-  // Retried: on a loaded CI host it once went 10 s without zstd seen paused (not seen on an idle one).
-  it('ends a paused zstd when the job is aborted', { retry: 2 }, async () => {
+  it('ends a paused zstd when the job is aborted', async () => {
     const controller = new AbortController();
     const making = makeDelta(source, target, path.join(dir, 'aborted.zst'), controller.signal);
     let settled: string | null = null;
@@ -106,7 +116,10 @@ describe.skipIf(process.platform !== 'linux')('zstd runs for the delta worker', 
     expect({ paused, settled, seen: [...seen] }).toMatchObject({ paused: true, settled: null });
     controller.abort();
     expect(await outcome).toBe('rejected');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Gone once it is next given the CPU (at nice 19 on a loaded host that may take a while).
+    for (const until = performance.now() + 5_000; zstdChildren().length > 0 && performance.now() < until;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     expect(zstdChildren()).toEqual([]);
   });
 });
