@@ -31,7 +31,7 @@ import {
 } from './errors.js';
 import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './game-manifest.js';
 import { downloadInto } from './download.js';
-import { Hasher } from './hasher.js';
+import { ChunkBuffer, Hasher } from './hasher.js';
 import { withRetries } from './http.js';
 import { gameTrustedComment, prehash } from './minisign.js';
 
@@ -213,36 +213,34 @@ const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest(
 const open = promisify(fs.open);
 const close = promisify(fs.close);
 const read = promisify(fs.read);
-const write = promisify(fs.write);
-
-/** A buffer the hashing thread can read: chunks are read or downloaded into it. */
-const sharedBuffer = (size: number) => Buffer.from(new SharedArrayBuffer(size));
 
 /**
- * The bytes of `file` at `offset`, read into `into` (shared with `hasher`), when they hash to `name`
- * (they are then what goes at `places`); else null (fewer bytes, another chunk, no file).
+ * Whether the bytes of `file` at `offset`, read into `into` (lent to `hasher`), hash to the chunk's
+ * `name`: they are then written at `write` and counted at `present` (see `Hasher.chunk`); false when
+ * fewer bytes, another chunk or no file.
  */
 async function chunkAt(
   file: string,
   offset: number,
-  chunk: { readonly name: string; readonly size: number; readonly places: readonly Place[] },
-  into: Buffer,
+  chunk: { readonly name: string; readonly size: number },
+  places: { readonly write?: readonly Place[]; readonly present?: readonly Place[] },
+  into: ChunkBuffer,
   hasher: Hasher,
-): Promise<Buffer | null> {
+): Promise<boolean> {
   const { name, size } = chunk;
   let fd;
   try {
     fd = await open(file, 'r');
   } catch {
-    return null;
+    return false;
   }
+  let bytesRead;
   try {
-    const { bytesRead } = await read(fd, into, 0, size, offset);
-    const bytes = into.subarray(0, size);
-    return bytesRead === size && (await hasher.chunk(bytes, name, chunk.places)) === name ? bytes : null;
+    ({ bytesRead } = await read(fd, into.bytes, 0, size, offset));
   } finally {
     await close(fd);
   }
+  return bytesRead === size && (await hasher.chunk(into, size, name, places)) === name;
 }
 
 /** A place a chunk goes: a work file (`partial` when an earlier run left it) at an offset. */
@@ -250,22 +248,6 @@ interface Place {
   readonly file: string;
   readonly offset: number;
   readonly partial: boolean;
-}
-
-/**
- * Writes a chunk's bytes at each of its places (through plain descriptors: `fs/promises`' FileHandle
- * cost several times the event loop's time per chunk), each then told to the whole checks.
- */
-async function writePlaces(bytes: Buffer, places: readonly Place[], hasher: Hasher): Promise<void> {
-  for (const place of places) {
-    const fd = await open(place.file, 'r+');
-    try {
-      await write(fd, bytes, 0, bytes.length, place.offset);
-    } finally {
-      await close(fd);
-    }
-    hasher.written(place.file, place.offset, bytes.length);
-  }
 }
 
 /** A work file's name: the same for the same path (any case) and content, so that a cut run is resumed. */
@@ -645,18 +627,19 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     return found;
   }
 
-  /** A chunk from the first source on disk whose bytes hash to its name, or null. */
+  /** Whether a source on disk held the chunk (its bytes then written at `places`): the first whose bytes hash to its name. */
   private async fromDisk(
-    chunk: { readonly name: string; readonly size: number; readonly places: readonly Place[] },
+    chunk: { readonly name: string; readonly size: number },
+    places: readonly Place[],
     sources: readonly Source[],
-    into: Buffer,
+    into: ChunkBuffer,
     hasher: Hasher,
-  ): Promise<Buffer | null> {
+  ): Promise<boolean> {
     for (const source of sources) {
-      const bytes = await chunkAt(path.join(this.gameDir, source.path), source.offset, chunk, into, hasher);
-      if (bytes !== null) return bytes;
+      const file = path.join(this.gameDir, source.path);
+      if (await chunkAt(file, source.offset, chunk, { write: places }, into, hasher)) return true;
     }
-    return null;
+    return false;
   }
 
   /**
@@ -798,16 +781,16 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         total,
         rate: bytes / Math.max(0.001, (Date.now() - started) / 1000),
       });
-    /** A chunk going to `places`, read into `into` (a worker's buffer, reused chunk after chunk). */
-    const fetchOne = async (name: string, size: number, places: readonly Place[], into: Buffer): Promise<Buffer> => {
+    /** A chunk downloaded into `into` (a worker's buffer) and written at `places`: from a mirror that has it right, else the service. */
+    const fetchOne = async (name: string, size: number, places: readonly Place[], into: ChunkBuffer): Promise<void> => {
       for (const mirror of mirrors) {
         if (lying.has(mirror)) continue;
         const url = `${mirror.url}/${name.slice(0, 2)}/${name}`;
         try {
-          const body = await downloadInto(url, size, into, this.updates.deadlines, options.signal);
-          if ((await hasher.chunk(body, name, places)) === name) {
+          const body = await downloadInto(url, size, into.bytes, this.updates.deadlines, options.signal);
+          if ((await hasher.chunk(into, body.length, name, { write: places })) === name) {
             mirror.chunks++;
-            return body;
+            return;
           }
           lying.add(mirror);
         } catch (err) {
@@ -816,12 +799,11 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         mirror.failures++;
       }
       const url = this.updates.url(`/api/game/chunks/${name}`);
-      return withRetries(
+      await withRetries(
         async () => {
-          const body = await downloadInto(url, size, into, this.updates.deadlines, options.signal);
-          if ((await hasher.chunk(body, name, places)) !== name)
+          const body = await downloadInto(url, size, into.bytes, this.updates.deadlines, options.signal);
+          if ((await hasher.chunk(into, body.length, name, { write: places })) !== name)
             throw new IntegrityError(`the service's chunk ${name} does not hash to its name`);
-          return body;
         },
         this.updates.retry,
         options.signal,
@@ -830,42 +812,30 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const largest = queue.reduce((most, [, { size }]) => Math.max(most, size), 1);
     let taken = 0;
     const worker = async () => {
-      const into = sharedBuffer(largest);
-      // A chunk found in place is kept in `into` while its other places are read into `spare`.
-      let spare: Buffer | undefined;
+      const into = ChunkBuffer.of(largest);
       for (let next = queue[taken++]; next !== undefined; next = queue[taken++]) {
         checkAbort(options.signal);
         const [name, { size, at }] = next;
-        let found: Buffer | null = null;
+        const chunk = { name, size };
+        // Places an earlier run filled are kept; the chunk found in one is copied to the others.
+        let holder: Place | null = null;
         const empty: Place[] = [];
         for (const place of at) {
-          const chunk = { name, size, places: [place] };
-          const here: Buffer | null = place.partial
-            ? await chunkAt(
-                place.file,
-                place.offset,
-                chunk,
-                found === null ? into : (spare ??= sharedBuffer(largest)),
-                hasher,
-              )
-            : null;
-          if (here === null) empty.push(place);
-          else {
-            found ??= here;
-            hasher.written(place.file, place.offset, size);
-          }
+          if (place.partial && (await chunkAt(place.file, place.offset, chunk, { present: [place] }, into, hasher)))
+            holder ??= place;
+          else empty.push(place);
         }
         if (empty.length === 0) continue;
-        if (found === null) {
-          found = await this.fromDisk({ name, size, places: empty }, sources.get(name) ?? [], into, hasher);
-          if (found !== null) reusedBytes += size * empty.length;
+        if (holder !== null && (await chunkAt(holder.file, holder.offset, chunk, { write: empty }, into, hasher)))
+          continue;
+        if (await this.fromDisk(chunk, empty, sources.get(name) ?? [], into, hasher)) {
+          reusedBytes += size * empty.length;
+          continue;
         }
-        if (found === null) {
-          if (onDisk(name, at)) total += size;
-          await writePlaces(await fetchOne(name, size, empty, into), empty, hasher);
-          bytes += size;
-          report();
-        } else await writePlaces(found, empty, hasher);
+        if (onDisk(name, at)) total += size;
+        await fetchOne(name, size, empty, into);
+        bytes += size;
+        report();
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));

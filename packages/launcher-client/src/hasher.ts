@@ -1,28 +1,41 @@
 /**
- * The SHA-256 work of a game operation, on a thread of its own so that the event loop's thread keeps
- * the downloads and writes moving: each chunk's name (its bytes lent through a `SharedArrayBuffer`,
- * not copied), and each work file's whole hash, over its bytes in order as its places are filled:
- * from a chunk's bytes when its place is the next of its file, else read back from the file once
- * the places before it are hashed. A file's whole check so ends moments after its last place is
- * written, not in a pass of its own at the end.
+ * The SHA-256 work and the writes of a game operation, on a thread of its own so that the event
+ * loop's thread keeps the downloads and reads moving. Each chunk's bytes are moved to the thread
+ * (their buffer transferred, not copied, and given back with the answer), hashed, and, when they
+ * hash to the chunk's name, written at each of their places there and then (one descriptor per work
+ * file, kept open until its whole check). Each work file is hashed whole over its bytes in order as
+ * its places are filled: from a chunk's bytes when its place is the next of its file, else read
+ * back from the file once the places before it are hashed. A file's whole check so ends moments
+ * after its last place is written, not in a pass of its own at the end.
  */
 import { Worker } from 'node:worker_threads';
 
-/** Messages to the thread; each one with an `id` is answered once, in order. */
+/** A place of a work file. */
+export interface At {
+  readonly file: string;
+  readonly offset: number;
+}
+
+/** Messages to the thread; each is answered once, in order. */
 type Request =
   | {
       readonly op: 'chunk';
       readonly id: number;
-      readonly bytes: Uint8Array;
-      /** When the bytes hash to this, they are what goes at `places` (each later told `written`). */
+      /** Moved to the thread, given back with the answer. */
+      readonly buffer: ArrayBuffer;
+      readonly size: number;
+      /** When the first `size` bytes of `buffer` hash to this, they are written at `write`; `present` holds them already. */
       readonly name: string;
-      readonly places: readonly { readonly file: string; readonly offset: number }[];
+      readonly write: readonly At[];
+      readonly present: readonly At[];
     }
-  | { readonly op: 'written'; readonly file: string; readonly offset: number; readonly size: number }
-  | { readonly op: 'whole'; readonly id: number; readonly file: string; readonly size: number };
+  | { readonly op: 'whole'; readonly id: number; readonly file: string; readonly size: number }
+  | { readonly op: 'end'; readonly id: number };
 
-/** The thread's answer: a hex SHA-256, null (a whole file not all written, or of another size), or an error's message. */
-type Answer = { readonly id: number; readonly digest: string | null } | { readonly id: number; readonly error: string };
+/** The thread's answer: a hex SHA-256, null (a whole file not all written, or of another size), or an error. */
+type Answer =
+  | { readonly id: number; readonly digest: string | null; readonly buffer?: ArrayBuffer }
+  | { readonly id: number; readonly error: string; readonly code?: string; readonly buffer?: ArrayBuffer };
 
 /**
  * The thread's code, run as the source text of this function (so it needs no file of its own
@@ -48,7 +61,7 @@ function hasherThread(): void {
   const progress = (file: string): Progress => {
     let found = files.get(file);
     if (found === undefined) {
-      found = { hash: createHash('sha256'), fd: fs.openSync(file, 'r'), next: 0, written: new Map() };
+      found = { hash: createHash('sha256'), fd: fs.openSync(file, 'r+'), next: 0, written: new Map() };
       files.set(file, found);
     }
     return found;
@@ -69,45 +82,69 @@ function hasherThread(): void {
       if (read < size) return;
     }
   };
+  /** `bytes` are at `offset` of the file: hashed now when they are its next, else read back in their turn. */
+  const filled = (p: Progress, offset: number, bytes: Uint8Array) => {
+    if (offset === p.next) {
+      p.hash.update(bytes);
+      p.next += bytes.length;
+      advance(p);
+    } else if (offset > p.next) p.written.set(offset, bytes.length);
+  };
   port.on('message', (message: Request) => {
+    const lent = message.op === 'chunk' ? [message.buffer] : [];
     try {
       if (message.op === 'chunk') {
-        const digest = createHash('sha256').update(message.bytes).digest('hex');
+        const bytes = new Uint8Array(message.buffer, 0, message.size);
+        const digest = createHash('sha256').update(bytes).digest('hex');
         if (digest === message.name) {
-          for (const place of message.places) {
+          for (const place of message.write) {
             const p = progress(place.file);
-            if (p.next !== place.offset) continue;
-            p.hash.update(message.bytes);
-            p.next += message.bytes.length;
-            advance(p);
+            for (let done = 0; done < bytes.length;) {
+              done += fs.writeSync(p.fd, bytes, done, bytes.length - done, place.offset + done);
+            }
+            filled(p, place.offset, bytes);
           }
+          for (const place of message.present) filled(progress(place.file), place.offset, bytes);
         }
-        port.postMessage({ id: message.id, digest });
-      } else if (message.op === 'written') {
-        const p = progress(message.file);
-        if (message.offset >= p.next) p.written.set(message.offset, message.size);
-        advance(p);
-      } else {
+        port.postMessage({ id: message.id, digest, buffer: message.buffer } satisfies Answer, lent);
+      } else if (message.op === 'whole') {
         const p = progress(message.file);
         files.delete(message.file);
         const whole = p.next === message.size && p.written.size === 0 && fs.fstatSync(p.fd).size === message.size;
         fs.closeSync(p.fd);
-        port.postMessage({ id: message.id, digest: whole ? p.hash.digest('hex') : null });
+        port.postMessage({ id: message.id, digest: whole ? p.hash.digest('hex') : null } satisfies Answer);
+      } else {
+        for (const p of files.values()) fs.closeSync(p.fd);
+        files.clear();
+        port.postMessage({ id: message.id, digest: null } satisfies Answer);
       }
     } catch (err) {
-      if ('id' in message) port.postMessage({ id: message.id, error: (err as Error).message });
-      else throw err;
+      const { message: error, code } = err as NodeJS.ErrnoException;
+      const answer: Answer = {
+        id: message.id,
+        error,
+        ...(code === undefined ? {} : { code }),
+        ...(lent[0] ? { buffer: lent[0] } : {}),
+      };
+      port.postMessage(answer, lent);
     }
   });
+}
+
+/** A buffer one chunk at a time is read or downloaded into; lent to the thread, it holds another afterwards. */
+export class ChunkBuffer {
+  constructor(public bytes: Buffer) {}
+
+  /** A buffer of `size` bytes of its own (not of Node's pool: it can be moved to the thread). */
+  static of(size: number): ChunkBuffer {
+    return new ChunkBuffer(Buffer.from(new ArrayBuffer(size)));
+  }
 }
 
 export class Hasher {
   private readonly worker: Worker;
   private lastId = 0;
-  private readonly waiting = new Map<
-    number,
-    { resolve: (digest: string | null) => void; reject: (err: Error) => void }
-  >();
+  private readonly waiting = new Map<number, { resolve: (answer: Answer) => void; reject: (err: Error) => void }>();
   private failed: Error | null = null;
 
   constructor() {
@@ -116,49 +153,58 @@ export class Hasher {
     this.worker.on('message', (answer: Answer) => {
       const waiting = this.waiting.get(answer.id);
       this.waiting.delete(answer.id);
-      if ('error' in answer) waiting?.reject(new Error(answer.error));
-      else waiting?.resolve(answer.digest);
+      waiting?.resolve(answer);
     });
     this.worker.on('error', (err) => this.fail(err));
     this.worker.on('exit', () => this.fail(new Error('the hashing thread ended')));
   }
 
   /**
-   * The SHA-256 of `bytes`, a view of a `SharedArrayBuffer` that must not change until answered.
-   * When it is `name`, the bytes are what will be written at `places`: a place that is the next of
-   * its file's whole check is hashed from them there and then.
+   * The SHA-256 of the first `size` bytes of `chunk`. When it is `name`, the bytes are written at
+   * each place of `write` and are what `present` holds: each such place counts toward its file's
+   * whole check. `chunk` holds the same bytes afterwards (in another buffer); a write that fails
+   * rejects with its error (its `code` kept).
    */
-  async chunk(bytes: Buffer, name: string, places: readonly { file: string; offset: number }[]): Promise<string> {
-    if (!(bytes.buffer instanceof SharedArrayBuffer)) throw new TypeError('chunk bytes must be shared');
-    const at = places.map(({ file, offset }) => ({ file, offset }));
-    return (await this.ask((id) => ({ op: 'chunk', id, bytes, name, places: at }))) ?? '';
-  }
-
-  /** Tells the whole check of `file` that its `size` bytes at `offset` are written (each place once). */
-  written(file: string, offset: number, size: number): void {
-    if (this.failed === null) this.worker.postMessage({ op: 'written', file, offset, size } satisfies Request);
+  async chunk(
+    chunk: ChunkBuffer,
+    size: number,
+    name: string,
+    places: { readonly write?: readonly At[]; readonly present?: readonly At[] },
+  ): Promise<string> {
+    const { buffer, byteOffset, byteLength } = chunk.bytes;
+    if (!(buffer instanceof ArrayBuffer) || byteOffset !== 0 || byteLength !== buffer.byteLength || size > byteLength) {
+      throw new TypeError('a chunk buffer must be a whole ArrayBuffer of at least its size');
+    }
+    const at = (list: readonly At[] = []) => list.map(({ file, offset }) => ({ file, offset }));
+    const write = at(places.write);
+    const present = at(places.present);
+    const answer = await this.ask((id) => ({ op: 'chunk', id, buffer, size, name, write, present }), [buffer]);
+    if (answer.buffer !== undefined) chunk.bytes = Buffer.from(answer.buffer);
+    return settle(answer) ?? '';
   }
 
   /**
-   * The SHA-256 of `file`, read back as its places were written, once every place was told; null
-   * when they do not make the whole file of `size` bytes. The file's check is over after this.
+   * The SHA-256 of `file`, as its places were written, once every place was told; null when they
+   * do not make the whole file of `size` bytes. The file's check is over after this.
    */
-  whole(file: string, size: number): Promise<string | null> {
-    return this.ask((id) => ({ op: 'whole', id, file, size }));
+  async whole(file: string, size: number): Promise<string | null> {
+    return settle(await this.ask((id) => ({ op: 'whole', id, file, size })));
   }
 
-  /** Ends the thread. */
+  /** Closes the work files still open (after the requests before) and ends the thread; later requests are refused. */
   async close(): Promise<void> {
+    const ended = this.failed === null ? this.ask((id) => ({ op: 'end', id })) : null;
     this.failed ??= new Error('the hashing thread was closed');
+    await ended?.catch(() => undefined);
     await this.worker.terminate();
   }
 
-  private ask(request: (id: number) => Request): Promise<string | null> {
+  private ask(request: (id: number) => Request, transfer: ArrayBuffer[] = []): Promise<Answer> {
     if (this.failed !== null) return Promise.reject(this.failed);
     const id = ++this.lastId;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      this.worker.postMessage(request(id));
+      this.worker.postMessage(request(id), transfer);
     });
   }
 
@@ -167,4 +213,10 @@ export class Hasher {
     for (const waiting of this.waiting.values()) waiting.reject(this.failed);
     this.waiting.clear();
   }
+}
+
+/** An answer's digest, or its error thrown (with its `code`). */
+function settle(answer: Answer): string | null {
+  if ('digest' in answer) return answer.digest;
+  throw Object.assign(new Error(answer.error), answer.code === undefined ? {} : { code: answer.code });
 }
