@@ -30,7 +30,7 @@ import {
   StateError,
 } from './errors.js';
 import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './game-manifest.js';
-import { downloadInto } from './download.js';
+import { chunkConnections, downloadInto } from './download.js';
 import { ChunkBuffer, Hasher } from './hasher.js';
 import { withRetries } from './http.js';
 import { gameTrustedComment, prehash } from './minisign.js';
@@ -787,7 +787,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         if (lying.has(mirror)) continue;
         const url = `${mirror.url}/${name.slice(0, 2)}/${name}`;
         try {
-          const body = await downloadInto(url, size, into.bytes, this.updates.deadlines, options.signal);
+          const body = await downloadInto(dispatcher, url, size, into.bytes, this.updates.deadlines, options.signal);
           if ((await hasher.chunk(into, body.length, name, { write: places })) === name) {
             mirror.chunks++;
             return;
@@ -801,7 +801,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const url = this.updates.url(`/api/game/chunks/${name}`);
       await withRetries(
         async () => {
-          const body = await downloadInto(url, size, into.bytes, this.updates.deadlines, options.signal);
+          const body = await downloadInto(dispatcher, url, size, into.bytes, this.updates.deadlines, options.signal);
           if ((await hasher.chunk(into, body.length, name, { write: places })) !== name)
             throw new IntegrityError(`the service's chunk ${name} does not hash to its name`);
         },
@@ -838,7 +838,12 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         report();
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));
+    const dispatcher = chunkConnections(this.connections);
+    try {
+      await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));
+    } finally {
+      await dispatcher.destroy();
+    }
     return { downloadedBytes: bytes, reusedBytes };
   }
 

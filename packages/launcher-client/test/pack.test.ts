@@ -55,9 +55,9 @@ describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
     esm = await project('esm-app', 'module', tarball);
   }, 120_000);
 
-  it('installs alone, with two runtime dependencies (the addon archive reader and the snapshot writer); its bin answers --help', async () => {
+  it("installs alone, with three runtime dependencies (the addon archive reader, the snapshot writer, the chunk downloads' HTTP client); its bin answers --help", async () => {
     const installed = JSON.parse(fs.readFileSync(path.join(esm, 'node_modules/patchwell-client/package.json'), 'utf8'));
-    expect(Object.keys(installed.dependencies ?? {})).toEqual(['yauzl', 'yazl']);
+    expect(Object.keys(installed.dependencies ?? {})).toEqual(['undici', 'yauzl', 'yazl']);
     const help = await run(path.join(esm, 'node_modules/.bin/launcher-client'), ['--help'], { cwd: esm });
     expect(help.stdout).toContain('launcher-client update --server URL');
   });
