@@ -8,7 +8,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { AbortedError, AnswerTooLargeError, IntegrityError, NetworkError } from './errors.js';
 import {
   answerError,
@@ -145,12 +145,14 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /**
  * The connections small downloads (game chunks) go through: keep-alive, at most `connections` to
- * each origin; `close` ends them. Through undici's dispatcher (the HTTP client of Node's `fetch`,
+ * each origin; `destroy` ends them. Through undici's dispatcher (the HTTP client of Node's `fetch`,
  * without the streams around it): the body arrives as views of what the socket read, where
  * `node:http` hands each piece over as a copy of its own, so that a chunk after chunk over a few
  * connections costs 0.7× the CPU (1 GiB in 1 MiB chunks on loopback, same run).
  */
-export function chunkConnections(connections: number): Dispatcher {
+export async function chunkConnections(connections: number): Promise<Dispatcher> {
+  // Loaded when first needed: undici takes 0.1 s to load, which every other command would pay.
+  const { Agent } = await import('undici');
   // No timeouts of undici's own: each attempt's `Watchdog` has the deadlines.
   return new Agent({ connections, headersTimeout: 0, bodyTimeout: 0 });
 }

@@ -838,7 +838,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         report();
       }
     };
-    const dispatcher = chunkConnections(this.connections);
+    const dispatcher = await chunkConnections(this.connections);
     try {
       await Promise.all(Array.from({ length: Math.min(this.connections, Math.max(1, queue.length)) }, worker));
     } finally {
