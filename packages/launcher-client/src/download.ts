@@ -197,7 +197,7 @@ function get(dispatcher: Dispatcher, url: string, within: Watchdog, into: Buffer
     let bound = 0;
     let length = 0;
     let settled: Error | true | null = null;
-    let controller: Dispatcher.DispatchController | null = null;
+    let ongoing: Dispatcher.DispatchController | null = null;
     const settle = (err: Error | null) => {
       if (settled !== null) return;
       settled = err ?? true;
@@ -208,7 +208,7 @@ function get(dispatcher: Dispatcher, url: string, within: Watchdog, into: Buffer
     // Ended at once, whether the request is on a connection yet or still waiting for one.
     const abort = () => {
       const err = failure(url, within.signal.reason, within);
-      controller?.abort(err);
+      ongoing?.abort(err);
       settle(err);
     };
     if (within.signal.aborted) {
@@ -216,54 +216,58 @@ function get(dispatcher: Dispatcher, url: string, within: Watchdog, into: Buffer
       return;
     }
     within.signal.addEventListener('abort', abort, { once: true });
-    dispatcher.dispatch(
-      {
-        origin: target.origin,
-        path: `${target.pathname}${target.search}`,
-        method: 'GET',
-        headers: { 'accept-encoding': 'identity' },
-      },
-      {
-        onRequestStart(started) {
-          controller = started;
-          if (settled instanceof Error) started.abort(settled);
+    try {
+      dispatcher.dispatch(
+        {
+          origin: target.origin,
+          path: `${target.pathname}${target.search}`,
+          method: 'GET',
+          headers: { 'accept-encoding': 'identity' },
         },
-        onResponseStart(controller, statusCode, headers) {
-          if (statusCode < 200) return; // 1xx: the answer is still to come
-          within.answered();
-          status = statusCode;
-          location = header(headers, 'location');
-          retryAfter = header(headers, 'retry-after');
-          if (status === 200) {
-            if (Number(header(headers, 'content-length') ?? 0) > maxBytes) {
-              controller.abort(new AnswerTooLargeError(`${url}: the answer is larger than ${maxBytes} bytes`));
+        {
+          onRequestStart(started) {
+            ongoing = started;
+            if (settled instanceof Error) started.abort(settled);
+          },
+          onResponseStart(controller, statusCode, headers) {
+            if (statusCode < 200) return; // 1xx: the answer is still to come
+            within.answered();
+            status = statusCode;
+            location = header(headers, 'location');
+            retryAfter = header(headers, 'retry-after');
+            if (status === 200) {
+              if (Number(header(headers, 'content-length') ?? 0) > maxBytes) {
+                controller.abort(new AnswerTooLargeError(`${url}: the answer is larger than ${maxBytes} bytes`));
+                return;
+              }
+              [buffer, bound] = [into, maxBytes];
+            } else if (!REDIRECTS.has(status)) {
+              [buffer, bound] = [Buffer.allocUnsafe(ERROR_BODY_MAX_BYTES), ERROR_BODY_MAX_BYTES];
+            }
+          },
+          onResponseData(controller, chunk) {
+            within.arrived?.(chunk.length);
+            if (buffer === null) return;
+            if (length + chunk.length > bound) {
+              if (status === 200) {
+                controller.abort(new AnswerTooLargeError(`${url}: the answer is larger than ${maxBytes} bytes`));
+              } else buffer = null;
               return;
             }
-            [buffer, bound] = [into, maxBytes];
-          } else if (!REDIRECTS.has(status)) {
-            [buffer, bound] = [Buffer.allocUnsafe(ERROR_BODY_MAX_BYTES), ERROR_BODY_MAX_BYTES];
-          }
+            chunk.copy(buffer, length);
+            length += chunk.length;
+          },
+          onResponseEnd() {
+            settle(null);
+          },
+          onResponseError(_controller, err) {
+            settle(err instanceof AnswerTooLargeError || err instanceof AbortedError ? err : failure(url, err, within));
+          },
         },
-        onResponseData(controller, chunk) {
-          within.arrived?.(chunk.length);
-          if (buffer === null) return;
-          if (length + chunk.length > bound) {
-            if (status === 200) {
-              controller.abort(new AnswerTooLargeError(`${url}: the answer is larger than ${maxBytes} bytes`));
-            } else buffer = null;
-            return;
-          }
-          chunk.copy(buffer, length);
-          length += chunk.length;
-        },
-        onResponseEnd() {
-          settle(null);
-        },
-        onResponseError(_controller, err) {
-          settle(err instanceof AnswerTooLargeError || err instanceof AbortedError ? err : failure(url, err, within));
-        },
-      },
-    );
+      );
+    } catch (err) {
+      settle(failure(url, err, within)); // a dispatcher destroyed meanwhile
+    }
   });
 }
 

@@ -2,8 +2,8 @@
  * The SHA-256 work and the writes of a game operation, on a thread of its own so that the event
  * loop's thread keeps the downloads and reads moving. Each chunk's bytes are moved to the thread
  * (their buffer transferred, not copied, and given back with the answer), hashed, and, when they
- * hash to the chunk's name, written at each of their places there and then (one descriptor per work
- * file, kept open until its whole check). Each work file is hashed whole over its bytes in order as
+ * hash to the chunk's name, written at each of their places there and then (through descriptors kept
+ * open, at most 64: the least recently used is closed when another is needed). Each work file is hashed whole over its bytes in order as
  * its places are filled: from a chunk's bytes when its place is the next of its file, else read
  * back from the file once the places before it are hashed. A file's whole check so ends moments
  * after its last place is written, not in a pass of its own at the end.
@@ -49,19 +49,44 @@ function hasherThread(): void {
   if (parentPort === null) return;
   const port = parentPort;
   interface Progress {
+    readonly file: string;
     readonly hash: ReturnType<typeof createHash>;
-    readonly fd: number;
+    /** Its descriptor while open (see `fdOf`). */
+    fd: number | null;
     /** Bytes hashed from the start. */
     next: number;
     /** Written places not hashed yet: offset → size (a place already hashed from its chunk is not kept). */
     readonly written: Map<number, number>;
   }
   const files = new Map<string, Progress>();
+  /**
+   * The files with a descriptor open, least recently used first: at most `MAX_OPEN` (a build of
+   * 100,000 files would otherwise hold as many, past what Windows' C runtime allows a process).
+   */
+  const MAX_OPEN = 64;
+  const open = new Set<Progress>();
+  const shut = (p: Progress) => {
+    open.delete(p);
+    if (p.fd !== null) fs.closeSync(p.fd);
+    p.fd = null;
+  };
+  const fdOf = (p: Progress): number => {
+    open.delete(p);
+    open.add(p);
+    if (p.fd !== null) return p.fd;
+    const fd = fs.openSync(p.file, 'r+');
+    p.fd = fd;
+    for (const oldest of open) {
+      if (open.size <= MAX_OPEN) break;
+      shut(oldest);
+    }
+    return fd;
+  };
   let buffer = Buffer.allocUnsafe(1 << 20);
   const progress = (file: string): Progress => {
     let found = files.get(file);
     if (found === undefined) {
-      found = { hash: createHash('sha256'), fd: fs.openSync(file, 'r+'), next: 0, written: new Map() };
+      found = { file, hash: createHash('sha256'), fd: null, next: 0, written: new Map() };
       files.set(file, found);
     }
     return found;
@@ -73,7 +98,7 @@ function hasherThread(): void {
       if (buffer.length < size) buffer = Buffer.allocUnsafe(size);
       let read = 0;
       while (read < size) {
-        const n = fs.readSync(p.fd, buffer, read, size - read, p.next + read);
+        const n = fs.readSync(fdOf(p), buffer, read, size - read, p.next + read);
         if (n === 0) break;
         read += n;
       }
@@ -100,7 +125,7 @@ function hasherThread(): void {
           for (const place of message.write) {
             const p = progress(place.file);
             for (let done = 0; done < bytes.length;) {
-              done += fs.writeSync(p.fd, bytes, done, bytes.length - done, place.offset + done);
+              done += fs.writeSync(fdOf(p), bytes, done, bytes.length - done, place.offset + done);
             }
             filled(p, place.offset, bytes);
           }
@@ -110,11 +135,16 @@ function hasherThread(): void {
       } else if (message.op === 'whole') {
         const p = progress(message.file);
         files.delete(message.file);
-        const whole = p.next === message.size && p.written.size === 0 && fs.fstatSync(p.fd).size === message.size;
-        fs.closeSync(p.fd);
-        port.postMessage({ id: message.id, digest: whole ? p.hash.digest('hex') : null } satisfies Answer);
+        let digest: string | null;
+        try {
+          const whole = fs.fstatSync(fdOf(p)).size === message.size && p.next === message.size && p.written.size === 0;
+          digest = whole ? p.hash.digest('hex') : null;
+        } finally {
+          shut(p);
+        }
+        port.postMessage({ id: message.id, digest } satisfies Answer);
       } else {
-        for (const p of files.values()) fs.closeSync(p.fd);
+        for (const p of open) shut(p);
         files.clear();
         port.postMessage({ id: message.id, digest: null } satisfies Answer);
       }

@@ -125,18 +125,37 @@ describe('Hasher: chunk names, writes and whole checks on a thread of their own'
     await expect(hasher.whole(path.join(dir, 'absent'), 10)).rejects.toThrow(/ENOENT/);
   });
 
+  /** The descriptors of the process open on files of `dir`. */
+  const open = () =>
+    fs.readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir);
+      } catch {
+        return false; // closed meanwhile (readdir's own)
+      }
+    }).length;
+
+  it.skipIf(process.platform !== 'linux')(
+    'at most 64 work files are open at once: 100 files filled out of order are all checked right',
+    async () => {
+      const works = Array.from({ length: 100 }, () => workFile(dir));
+      // Each file's last place first (kept for its read back), then its first two.
+      for (const w of works) await hasher.chunk(lend(w.parts[2]!), 70, sha256(w.parts[2]!), { write: w.at(2) });
+      expect(open()).toBe(64);
+      for (const i of [0, 1]) {
+        for (const w of works) {
+          await hasher.chunk(lend(w.parts[i]!), w.parts[i]!.length, sha256(w.parts[i]!), { write: w.at(i) });
+        }
+      }
+      expect(open()).toBeLessThanOrEqual(64);
+      for (const w of works) expect(await hasher.whole(w.file, 220)).toBe(w.whole);
+      expect(open()).toBe(0);
+    },
+  );
+
   it.skipIf(process.platform !== 'linux')(
     'close closes the work files it holds open; a closed hasher refuses work',
     async () => {
-      /** The descriptors of the process open on files of `dir`. */
-      const open = () =>
-        fs.readdirSync('/proc/self/fd').filter((fd) => {
-          try {
-            return fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir);
-          } catch {
-            return false; // closed meanwhile (readdir's own)
-          }
-        }).length;
       const w = workFile(dir);
       const v = workFile(dir);
       for (const f of [w, v]) await hasher.chunk(lend(f.parts[1]!), 50, sha256(f.parts[1]!), { write: f.at(1) });
