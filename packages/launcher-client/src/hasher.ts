@@ -2,11 +2,12 @@
  * The SHA-256 work and the writes of a game operation, on a thread of its own so that the event
  * loop's thread keeps the downloads and reads moving. Each chunk's bytes are moved to the thread
  * (their buffer transferred, not copied, and given back with the answer), hashed, and, when they
- * hash to the chunk's name, written at each of their places there and then (through descriptors kept
- * open, at most 64: the least recently used is closed when another is needed). Each work file is hashed whole over its bytes in order as
- * its places are filled: from a chunk's bytes when its place is the next of its file, else read
- * back from the file once the places before it are hashed. A file's whole check so ends moments
- * after its last place is written, not in a pass of its own at the end.
+ * hash to the chunk's name, written at each of their places there and then (through descriptors
+ * kept open, at most 64: the least recently used is closed when another is needed). Each work file
+ * is hashed whole over its bytes in order as its places are filled: from a chunk's bytes when its
+ * place is the next of its file, else read back from the file once the places before it are
+ * hashed. A file's whole check so ends moments after its last place is written, not in a pass of
+ * its own at the end.
  */
 import { Worker } from 'node:worker_threads';
 
