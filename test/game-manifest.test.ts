@@ -123,25 +123,79 @@ describe('checkManifest', () => {
     expect(errorOf(manifest(files.slice(1)))).toBeNull();
   });
 
-  it('refuses remove patterns under the player folders or matching a listed file', () => {
-    const files = [file('Data/patch-3.mpq')];
-    for (const pattern of ['WTF/*.wtf', 'wtf/Config.wtf', 'Interface/AddOns/*', 'Screenshots/*.jpg', '*/x', 'W?F/x']) {
-      expect(errorOf(manifest(files, { remove: [pattern] }))).toContain('may match files under WTF/');
+  it('remove: at least two segments, the first a literal top-level folder holding a listed file, not a player folder', () => {
+    const files = [file('Data/patch-3.mpq'), file('WoW.exe'), file('Tools/Sub/x.dll')];
+    const refusals: [string, string][] = [
+      ['*', 'must have at least two segments'],
+      ['*.dll', 'must have at least two segments'],
+      ['WoW.exe', 'must have at least two segments'],
+      ['*/x', 'must name its top-level folder without "*" or "?" ("*")'],
+      ['D?ta/x', 'must name its top-level folder without "*" or "?"'],
+      ['WTF/*.wtf', 'may not reach into the player folder "WTF/"'],
+      ['wtf/Config.wtf', 'may not reach into the player folder "wtf/"'],
+      ['Interface/AddOns/*', 'may not reach into the player folder'],
+      ['Screenshots/*.jpg', 'may not reach into the player folder'],
+      ['Logs/*', 'may not reach into the player folder'],
+      ['ERRORS/*', 'may not reach into the player folder'],
+      ['WDB/*', 'may not reach into the player folder'],
+      ['Cache/x/*', 'may not reach into the player folder'],
+      ['Other/x.mpq', 'names the folder "Other/", which holds no listed file'],
+      ['WoW.exe/x', 'names the folder "WoW.exe/", which holds no listed file'],
+    ];
+    for (const [pattern, rule] of refusals) {
+      expect(errorOf(manifest(files, { remove: [pattern] }))).toMatch(
+        new RegExp(`^remove\\[0\\]: "${pattern.replace(/[*?.]/g, '\\$&')}" `),
+      );
+      expect(errorOf(manifest(files, { remove: [pattern] }))).toContain(rule);
     }
-    expect(errorOf(manifest(files, { remove: ['Data/patch-*.mpq'] }))).toBe(
-      'remove[0]: "Data/patch-*.mpq" matches the listed file "Data/patch-3.mpq"',
-    );
-    expect(errorOf(manifest(files, { remove: ['data/PATCH-?.MPQ'] }))).toContain('matches the listed file');
+    // The spec's own example: a pattern matching a listed file is valid (a listed file is never removed).
+    expect(errorOf(manifest(files, { remove: ['Data/patch-*.mpq'] }))).toBeNull();
+    expect(errorOf(manifest(files, { remove: ['data/PATCH-?.MPQ', 'Tools/*/*.dll', 'tools/Sub/old.dll'] }))).toBeNull();
     expect(errorOf(manifest(files, { remove: ['../x'] }))).toContain('remove[0]');
-    expect(errorOf(manifest(files, { remove: ['Data/patch-*.MPQ2', 'WTF.txt'] }))).toBeNull();
+    expect(errorOf(manifest(files, { remove: ['Data/ok', 'Logs/x'] }))).toContain('remove[1]');
+  });
+
+  it('a build lists at least one file, and only initial files in the player folders', () => {
+    expect(errorOf(manifest([]))).toBe('files: a build lists at least one file');
+    for (const folder of ['WTF', 'Interface', 'Screenshots', 'Logs', 'Errors', 'WDB', 'Cache', 'interface', 'wdb']) {
+      expect(errorOf(manifest([file('WoW.exe'), file(`${folder}/a/b.txt`)]))).toBe(
+        `files[1].policy: "${folder}/a/b.txt" is in a player folder (WTF, Interface, Screenshots, Logs, Errors, WDB, Cache), so it must be "initial"`,
+      );
+      expect(errorOf(manifest([file(`${folder}/a/b.txt`, 1, { policy: 'initial' })]))).toBeNull();
+    }
+    // A file named like a player folder at the top, or a folder that only starts like one, is not in one.
+    expect(errorOf(manifest([file('WTF'), file('WTFs/x'), file('Data/WTF/x')]))).toBeNull();
+  });
+
+  it('accepted (a stored or installed build): read despite the player-safety rules, made safe to act on', () => {
+    const text = manifest([file('WoW.exe'), file('WTF/Config.wtf'), file('Interface/AddOns/Foo/Foo.toc')], {
+      remove: ['Data/x', 'Logs/*', 'WoW.exe/*', '*'],
+    });
+    expect(errorOf(text)).toContain('files[1].policy');
+    const checked = checkManifest(text, { accepted: true });
+    expect(checked.ok).toBe(true);
+    if (!checked.ok) return;
+    expect(checked.broken).toBe(
+      'files[1].policy: "WTF/Config.wtf" is in a player folder (WTF, Interface, Screenshots, Logs, Errors, WDB, Cache), so it must be "initial"',
+    );
+    expect(checked.manifest.files.map((f) => f.policy)).toEqual(['exact', 'initial', 'initial']);
+    // Every pattern the rules refuse is dropped: nothing at the top, in a player folder or unlisted is removed.
+    expect(checked.manifest.remove).toEqual([]);
+    const empty = checkManifest(manifest([]), { accepted: true });
+    expect(empty.ok && empty.broken).toBe('files: a build lists at least one file');
+    // Structural faults are refused even so; a valid manifest has nothing broken.
+    expect(checkManifest(manifest([file('../x')]), { accepted: true }).ok).toBe(false);
+    const valid = checkManifest(manifest([file('Data/a')], { remove: ['Data/b*'] }), { accepted: true });
+    expect(valid.ok && valid.broken).toBeNull();
+    expect(valid.ok && valid.manifest.remove).toEqual(['Data/b*']);
   });
 
   it('refuses what is not a format-1 manifest', () => {
     expect(errorOf('{')).toContain('manifest: not JSON');
     expect(errorOf('[]')).toBe('manifest: must be an object');
-    expect(errorOf(manifest([], { format: 2 }))).toBe('format: must be 1');
-    expect(errorOf(manifest([], { buildCode: 0 }))).toContain('buildCode');
-    expect(errorOf(manifest([], { app: '' }))).toContain('app');
+    expect(errorOf(manifest([file('a')], { format: 2 }))).toBe('format: must be 1');
+    expect(errorOf(manifest([file('a')], { buildCode: 0 }))).toContain('buildCode');
+    expect(errorOf(manifest([file('a')], { app: '' }))).toContain('app');
     expect(errorOf(manifest([], { files: {} }))).toBe('files: must be an array');
     expect(errorOf(manifest([{ ...file('a'), policy: 'sometimes' }]))).toContain('files[0].policy');
     expect(errorOf(manifest([{ ...file('a'), executable: 'yes' }]))).toContain('files[0].executable');

@@ -8,8 +8,22 @@
 export const MAX_CHUNK_BYTES = 8 * 1024 * 1024;
 /** The most files one manifest may list. */
 export const MAX_MANIFEST_FILES = 100_000;
-/** Top-level folders that belong to the player: no `remove` pattern may reach into them. */
-export const PLAYER_FOLDERS: readonly string[] = ['WTF', 'Interface', 'Screenshots'];
+/**
+ * Top-level folders that belong to the player (names compared case-insensitively): a build may list
+ * only `initial` files there, and no `remove` pattern may reach into them.
+ */
+export const PLAYER_FOLDERS: readonly string[] = ['WTF', 'Interface', 'Screenshots', 'Logs', 'Errors', 'WDB', 'Cache'];
+
+/** Names (paths, folders) are compared case-insensitively. */
+const key = (name: string) => name.toLowerCase();
+
+const PLAYER_KEYS: ReadonlySet<string> = new Set(PLAYER_FOLDERS.map(key));
+
+/** Whether `path` (relative, `/`-separated) lies in a player folder. */
+export function inPlayerFolder(path: string): boolean {
+  const slash = path.indexOf('/');
+  return slash !== -1 && PLAYER_KEYS.has(key(path.slice(0, slash)));
+}
 
 export type FilePolicy = 'exact' | 'initial';
 
@@ -40,8 +54,25 @@ export type ManifestCheck =
       readonly totalSize: number;
       /** Every chunk the manifest names, once each, with its size, in first-use order. */
       readonly chunks: ReadonlyMap<string, number>;
+      /**
+       * With `accepted`: the first player-safety rule (below) the manifest breaks, else null. Always
+       * null without it (such a manifest is refused).
+       */
+      readonly broken: string | null;
     }
   | { readonly ok: false; readonly error: string };
+
+export interface ManifestCheckOptions {
+  /**
+   * The manifest was accepted before the player-safety rules of 2026-12-05 (a build the service
+   * already stores, the build a launcher has installed): it is read, not refused, when it breaks
+   * only them, and made safe to act on: a file in a player folder counts as `initial`, a `remove`
+   * pattern the rules refuse is dropped, and the first fault is answered as `broken`. The
+   * player-safety rules: at least one file, only `initial` files in player folders, and the
+   * `remove` patterns' form.
+   */
+  readonly accepted?: boolean;
+}
 
 const SHA256 = /^[0-9a-f]{64}$/;
 // eslint-disable-next-line no-control-regex
@@ -139,47 +170,74 @@ function checkFile(value: unknown, where: string, chunks: Map<string, number>): 
   return { path, size, sha256: digest, executable: file.executable === true, policy, chunks: list };
 }
 
+/** Records the first player-safety fault (`accepted`), or refuses it. */
+type Breach = (message: string) => void;
+
+/** A file in a player folder is `initial`: the first such `exact` file is a breach (and counts as `initial`). */
+function checkPlayerFiles(files: readonly ManifestFile[], breach: Breach): ManifestFile[] {
+  return files.map((file, i) => {
+    if (file.policy === 'initial' || !inPlayerFolder(file.path)) return file;
+    breach(
+      `files[${i}].policy: "${file.path}" is in a player folder (${PLAYER_FOLDERS.join(', ')}), so it must be "initial"`,
+    );
+    return { ...file, policy: 'initial' };
+  });
+}
+
 /** Files unique case-insensitively, and none a folder of another. */
 function checkTree(files: readonly ManifestFile[]): void {
   const byKey = new Map<string, string>();
   for (const { path } of files) {
-    const key = path.toLowerCase();
-    const other = byKey.get(key);
+    const other = byKey.get(key(path));
     if (other !== undefined) fail(`files: "${path}" and "${other}" differ only in case (or are the same)`);
-    byKey.set(key, path);
+    byKey.set(key(path), path);
   }
   for (const { path } of files) {
-    const key = path.toLowerCase();
-    for (let at = key.indexOf('/'); at !== -1; at = key.indexOf('/', at + 1)) {
-      const file = byKey.get(key.slice(0, at));
+    const folded = key(path);
+    for (let at = folded.indexOf('/'); at !== -1; at = folded.indexOf('/', at + 1)) {
+      const file = byKey.get(folded.slice(0, at));
       if (file !== undefined) fail(`files: "${path}" is under "${file}", which is a file`);
     }
   }
 }
 
-function checkRemove(value: unknown, files: readonly ManifestFile[]): string[] {
+/**
+ * The `remove` patterns: each at least two segments, its first a literal top-level folder that holds
+ * a listed file and is not a player folder. A pattern that breaks this is a breach (and dropped).
+ */
+function checkRemove(value: unknown, files: readonly ManifestFile[], breach: Breach): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) fail('remove: must be an array of patterns');
-  const player = PLAYER_FOLDERS.map((folder) => folder.toLowerCase());
-  return (value as unknown[]).map((entry, i) => {
+  const folders = new Set(files.filter((f) => f.path.includes('/')).map((f) => key(f.path.split('/')[0]!)));
+  const kept: string[] = [];
+  for (const [i, entry] of (value as unknown[]).entries()) {
     const where = `remove[${i}]`;
     const pattern = text(entry, where);
     const fault = pathFault(pattern, true);
     if (fault !== null) fail(`${where}: "${pattern}" ${fault}`);
     const segments = pattern.split('/');
-    const first = globMatcher(segments[0] ?? '');
-    if (segments.length > 1 && player.some((folder) => first(folder))) {
-      fail(`${where}: "${pattern}" may match files under ${PLAYER_FOLDERS.map((f) => `${f}/`).join(', ')}`);
-    }
-    const matches = globMatcher(pattern);
-    const listed = files.find((file) => matches(file.path));
-    if (listed !== undefined) fail(`${where}: "${pattern}" matches the listed file "${listed.path}"`);
-    return pattern;
-  });
+    const top = segments[0]!;
+    const rule =
+      segments.length < 2
+        ? 'must have at least two segments (a folder, then a name): nothing at the top of the game folder is removed'
+        : /[*?]/.test(top)
+          ? `must name its top-level folder without "*" or "?" ("${top}")`
+          : PLAYER_KEYS.has(key(top))
+            ? `may not reach into the player folder "${top}/"`
+            : !folders.has(key(top))
+              ? `names the folder "${top}/", which holds no listed file`
+              : null;
+    if (rule === null) kept.push(pattern);
+    else breach(`${where}: "${pattern}" ${rule}`);
+  }
+  return kept;
 }
 
-/** Parses and checks a manifest's text: the manifest and its figures, or the first fault. */
-export function checkManifest(source: string): ManifestCheck {
+/**
+ * Parses and checks a manifest's text: the manifest and its figures, or the first fault. With
+ * `accepted`, see `ManifestCheckOptions`.
+ */
+export function checkManifest(source: string, options: ManifestCheckOptions = {}): ManifestCheck {
   let parsed: unknown;
   try {
     parsed = JSON.parse(source);
@@ -197,13 +255,20 @@ export function checkManifest(source: string): ManifestCheck {
     if (listed.length > MAX_MANIFEST_FILES) {
       fail(`files: ${listed.length} files, more than the limit of ${MAX_MANIFEST_FILES}`);
     }
+    let broken: string | null = null;
+    const breach: Breach = (message) => {
+      if (options.accepted !== true) fail(message);
+      broken ??= message;
+    };
+    if (listed.length === 0) breach('files: a build lists at least one file');
     const chunks = new Map<string, number>();
-    const files = listed.map((file, i) => checkFile(file, `files[${i}]`, chunks));
-    checkTree(files);
-    const remove = checkRemove(top.remove, files);
+    const read = listed.map((file, i) => checkFile(file, `files[${i}]`, chunks));
+    checkTree(read);
+    const files = checkPlayerFiles(read, breach);
+    const remove = checkRemove(top.remove, files, breach);
     const totalSize = files.reduce((sum, file) => sum + file.size, 0);
     if (!Number.isSafeInteger(totalSize)) fail('files: the sizes add up to more than a safe integer');
-    return { ok: true, manifest: { format: 1, app, version, buildCode, files, remove }, totalSize, chunks };
+    return { ok: true, manifest: { format: 1, app, version, buildCode, files, remove }, totalSize, chunks, broken };
   } catch (error) {
     if (error instanceof Refusal) return { ok: false, error: error.message };
     throw error;
