@@ -24,7 +24,8 @@ const HELP = `Usage:
       (game/files.json) and an operation under way (game/operation.json).
       Last line on stdout: status {"installed": {version, buildCode}|null, "underWay": {from, to}|null};
       update {"result": "up-to-date"|"updated"|"installed", "from", "to", "files": {added, changed,
-      removed, unchanged}, "downloadedBytes", "reusedBytes"}; verify {"ok", "buildCode", "missing",
+      removed, unchanged}, "left" (dropped files kept: changed since installed), "downloadedBytes",
+      "reusedBytes"}; verify {"ok", "buildCode", "missing",
       "damaged", "extra"}; repair {"repaired", "removed", "downloadedBytes"}; with --mirror, update
       and repair add "mirrors": [{url, chunks, failures}].
 

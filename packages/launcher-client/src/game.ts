@@ -81,6 +81,11 @@ export interface GameUpdateResult {
   readonly from: number | null;
   readonly to: number;
   readonly files: { added: number; changed: number; removed: number; unchanged: number };
+  /**
+   * Files the installed build listed and this one does not, left in place because they changed since
+   * they were installed (an `initial` file, the player's, is never deleted and not named here).
+   */
+  readonly left: string[];
   readonly downloadedBytes: number;
   /** Bytes taken from files already on disk for the files rebuilt (kept files not counted). */
   readonly reusedBytes: number;
@@ -154,6 +159,8 @@ interface Build {
 interface Plan {
   readonly builds: Build[];
   readonly deletes: string[];
+  /** Files the installed build listed and the target does not, left in place: changed since installed. */
+  readonly left: string[];
   readonly unchanged: number;
   readonly quick: QuickState;
 }
@@ -371,6 +378,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
           removed: outcome.deletes.length,
           unchanged: outcome.unchanged,
         },
+        left: outcome.left,
         downloadedBytes: outcome.downloadedBytes,
         reusedBytes: outcome.reusedBytes,
         mirrors: outcome.mirrors,
@@ -467,8 +475,12 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     return manifest;
   }
 
-  private static parse(text: Buffer): GameManifest {
-    const checked = checkManifest(text.toString('utf8'));
+  /**
+   * The manifest's rules checked; `accepted` for a manifest this launcher already accepted (installed,
+   * or under way), read even when it predates the player-safety rules (`checkManifest`).
+   */
+  private static parse(text: Buffer, accepted = false): GameManifest {
+    const checked = checkManifest(text.toString('utf8'), { accepted });
     if (!checked.ok) throw new ManifestError(`the manifest breaks the rules: ${checked.error}`);
     return checked.manifest;
   }
@@ -485,7 +497,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
   private async installed(): Promise<GameManifest | null> {
     if ((await statOrNull(path.join(this.state.dir, MANIFEST))) === null) return null;
     try {
-      return GameManager.parse(await this.installedText());
+      return GameManager.parse(await this.installedText(), true);
     } catch (err) {
       if (err instanceof ManifestError) throw new StateError(`${MANIFEST}: ${err.message}`);
       throw err;
@@ -590,15 +602,20 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         builds.push({ file, kind });
       }
     }
+    // A file the installed build listed and the target does not is deleted only when it was `exact` there
+    // and is still what that build installed; an `initial` file is the player's; a changed one is left.
     const listed = new Set(target.files.map((f) => key(f.path)));
     const deletes = new Set<string>();
+    const left: string[] = [];
     for (const old of installed?.files ?? []) {
-      if (!listed.has(key(old.path)) && (await statOrNull(path.join(this.gameDir, old.path))) !== null) {
-        deletes.add(old.path);
-      }
+      if (listed.has(key(old.path)) || old.policy === 'initial') continue;
+      const stat = await statOrNull(path.join(this.gameDir, old.path));
+      if (stat === null) continue;
+      if (stat.isFile() && (await this.matches(old, stat, quick, full))) deletes.add(old.path);
+      else left.push(old.path);
     }
     for (const file of await this.removeMatches(target)) deletes.add(file);
-    return { builds, deletes: [...deletes].sort(), unchanged, quick };
+    return { builds, deletes: [...deletes].sort(), left: left.sort(), unchanged, quick };
   }
 
   /**
@@ -662,6 +679,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       builds: plan.builds,
       deletes: plan.deletes,
       unchanged: plan.unchanged,
+      left: plan.left,
       mirrors,
       downloadedBytes: 0,
       reusedBytes: 0,
@@ -859,7 +877,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     }
     for (const file of record.deletes) await fs.promises.rm(path.join(this.gameDir, file), { force: true });
     const text = await fs.promises.readFile(path.join(this.workDir, 'manifest.json'));
-    const manifest = GameManager.parse(text);
+    const manifest = GameManager.parse(text, true);
     const quick = await this.quickState();
     for (const old of Object.keys(quick)) if (!manifest.files.some((f) => f.path === old)) delete quick[old];
     for (const { path: target } of record.renames) {

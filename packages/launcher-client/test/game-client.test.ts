@@ -544,7 +544,10 @@ describe('hostile answers are refused before a byte is written', () => {
     ['sizes that do not add up', (m) => ((m.files as { size: number }[])[0]!.size += 1)],
     ['a chunk above 8 MiB', (m) => ((m.files as { chunks: [string, number][] }[])[0]!.chunks[0]![1] = 9 * 1024 * 1024)],
     ['a remove pattern into WTF/', (m) => (m.remove = ['WTF/*'])],
-    ['a remove pattern matching a listed file', (m) => (m.remove = ['Data/*.MPQ'])],
+    ['a remove pattern at the top of the game folder', (m) => (m.remove = ['*'])],
+    ['a remove pattern into Logs/', (m) => (m.remove = ['Logs/*'])],
+    ['an exact file in a player folder', (m) => delete (m.files as { policy?: string }[])[3]!.policy],
+    ['no file', (m) => (m.files = [])],
     ['another app', (m) => (m.app = 'other')],
     ['another buildCode than check-update', (m) => (m.buildCode = 7)],
   ];
@@ -688,5 +691,97 @@ describe('hostile answers are refused before a byte is written', () => {
     expect(run.code).toBe(2);
     expect(lastJson(run.stderr)).toMatchObject({ kind: 'integrity' });
     expect(fs.readdirSync(gameDir).filter((f) => f !== '.patchwell-work')).toEqual([]);
+  });
+});
+
+/** Every file below `dir` (but the launcher's work folder) and its bytes' SHA-256. */
+function tree(dir: string): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const entry of fs.readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const file = path.relative(dir, path.join(entry.parentPath, entry.name)).split(path.sep).join('/');
+    files[file] = sha256Of(fs.readFileSync(path.join(dir, file)));
+  }
+  return files;
+}
+
+describe('files a build no longer lists: only exact files still as installed are deleted, the player’s never', () => {
+  it('an unchanged exact file is deleted; a changed one is left and named; initial files and player folders kept byte for byte', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-drop-');
+    const b10: GameFile[] = [
+      { path: 'WoW.exe', content: exe, extra: { executable: true } },
+      { path: 'Data/keep.mpq', content: randomBytes(3 * KiB) },
+      { path: 'Data/gone.mpq', content: randomBytes(2 * KiB) },
+      { path: 'Data/edited.mpq', content: randomBytes(2 * KiB) },
+      { path: 'defaults.ini', content: Buffer.from('volume=5\n'), extra: { policy: 'initial' } },
+      { path: 'WTF/Config.wtf', content: Buffer.from('SET realmlist "a"\n'), extra: { policy: 'initial' } },
+      { path: 'Interface/AddOns/Foo/Foo.toc', content: Buffer.from('## Title: Foo\n'), extra: { policy: 'initial' } },
+    ];
+    await publish('1.18.10', 10, b10);
+    await game(stateDir, gameDir).update();
+    fs.writeFileSync(path.join(gameDir, 'WTF/Config.wtf'), 'SET realmlist "mine"\n');
+    fs.writeFileSync(path.join(gameDir, 'Data/edited.mpq'), 'changed by the player');
+    fs.writeFileSync(path.join(gameDir, 'Interface/AddOns/Foo/Foo.lua'), 'print("mine")');
+    const before = tree(gameDir);
+
+    await publish('1.18.11', 11, [b10[0]!, b10[1]!]);
+    const result = await game(stateDir, gameDir).update();
+    expect(result).toMatchObject({
+      result: 'updated',
+      from: 10,
+      to: 11,
+      files: { added: 0, changed: 0, removed: 1, unchanged: 2 },
+      left: ['Data/edited.mpq'],
+    });
+    const { 'Data/gone.mpq': gone, ...kept } = before;
+    expect(gone).toBeDefined();
+    expect(tree(gameDir)).toEqual(kept);
+  });
+
+  it('the CLI prints "left" always (empty when nothing was left)', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-drop-');
+    const run = await cli(['game', 'update', ...common(stateDir, gameDir)]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(lastJson(run.stdout)).toMatchObject({ result: 'installed', to: 11, left: [] });
+  });
+
+  it('an installed build accepted before the player-safety rules: its player-folder files and refused remove patterns are never acted on', async () => {
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-drop-');
+    await game(stateDir, gameDir).update(); // build 11
+    // What an older launcher installed from an older service: WTF listed as exact, patterns reaching the player's files.
+    const installed = path.join(stateDir, 'game/manifest.json');
+    const old = JSON.parse(fs.readFileSync(installed, 'utf8')) as {
+      files: Record<string, unknown>[];
+      remove?: string[];
+    };
+    const config = Buffer.from('SET realmlist "a"\n');
+    old.files.push({
+      path: 'WTF/Config.wtf',
+      size: config.length,
+      sha256: sha256Of(config),
+      chunks: [[sha256Of(config), config.length]],
+    });
+    old.remove = ['*', 'Logs/*', 'WTF/*'];
+    fs.writeFileSync(installed, JSON.stringify(old));
+    fs.mkdirSync(path.join(gameDir, 'WTF'));
+    fs.writeFileSync(path.join(gameDir, 'WTF/Config.wtf'), config); // as that build installed it
+    fs.mkdirSync(path.join(gameDir, 'Logs'));
+    fs.writeFileSync(path.join(gameDir, 'Logs/game.log'), 'log');
+    fs.writeFileSync(path.join(gameDir, 'mine.txt'), 'mine');
+    const before = tree(gameDir);
+
+    const manager = game(stateDir, gameDir);
+    expect(await manager.verify()).toMatchObject({ ok: true, extra: [] });
+    expect(await manager.repair()).toMatchObject({ repaired: [], removed: [] });
+    await publish('1.18.12', 12, [{ path: 'WoW.exe', content: exe, extra: { executable: true } }]);
+    const result = await manager.update();
+    // Data/keep.mpq, exact and as installed, is the one file build 12 drops.
+    expect(result).toMatchObject({ result: 'updated', from: 11, to: 12, files: { removed: 1 }, left: [] });
+    const { 'Data/keep.mpq': dropped, ...kept } = before;
+    expect(dropped).toBeDefined();
+    expect(tree(gameDir)).toEqual(kept);
   });
 });
