@@ -71,9 +71,11 @@ for (const part of PARTS) {
     process.exit(1);
   }
   const wanted = digest(part.inputs);
-  if (fs.existsSync(output) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === wanted) continue;
-  console.log(`ensure-build: building ${part.name} (its sources changed since the last build)`);
-  const built = spawnSync('npm', ['run', '--silent', part.script], { cwd: ROOT, stdio: 'inherit' });
-  if (built.status !== 0) process.exit(built.status ?? 1);
+  const built = fs.existsSync(output) && fs.existsSync(stamp);
+  if (built && fs.readFileSync(stamp, 'utf8') === wanted) continue;
+  const why = built ? 'its sources changed since the last build' : 'the first build: a minute or two';
+  console.log(`ensure-build: building ${part.name} (${why})`);
+  const run = spawnSync('npm', ['run', '--silent', part.script], { cwd: ROOT, stdio: 'inherit' });
+  if (run.status !== 0) process.exit(run.status ?? 1);
   fs.writeFileSync(stamp, wanted);
 }

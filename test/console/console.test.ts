@@ -1093,8 +1093,9 @@ describe('team accounts, roles and two-factor in the console', () => {
   it('a publisher enrols in two-factor with the QR code; login then asks for the code', async () => {
     const page = await newPage();
     await login(page, base, ADMIN_NEW_PASSWORD);
-    // Owners may give a token any role.
+    // Owners may give a token any role; the least (Editor) is preselected.
     await page.getByTestId('nav-account').click();
+    expect(await page.getByTestId('token-role').inputValue()).toBe('Editor');
     await page.getByTestId('token-role').click();
     expect(await page.getByRole('option').allTextContents()).toEqual(['Owner', 'Publisher', 'Editor']);
     await page.keyboard.press('Escape');

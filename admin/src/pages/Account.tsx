@@ -110,7 +110,9 @@ function Tokens() {
   const myRole = useRole();
   // A token acts with a role no higher than its creator's.
   const roleOptions = useRoleOptions(ROLES.filter((role) => covers(myRole, role)));
-  const [role, setRole] = useState<Role>(myRole);
+  // The least role the account may grant is preselected (ROLES runs from the most to the least): a token
+  // with more power than its job is the one that leaks.
+  const [role, setRole] = useState<Role>(ROLES.filter((r) => covers(myRole, r)).at(-1) ?? myRole);
   const [fresh, setFresh] = useState<{ name: string; token: string } | null>(null);
   const tokens = useQuery({ queryKey: ['tokens'], queryFn: async () => data(await api.GET('/api/admin/tokens')) });
   // No success notification: the new token itself is shown, once.
