@@ -665,10 +665,22 @@ export function initialLang(): Lang {
 
 export type Translate = (key: MessageKey, vars?: Record<string, string | number>) => string;
 
+/** A time as the console shows it: in its language (not the browser's), one format on every page. */
+export type FormatTime = (at: string | number | Date, style?: 'dateTime' | 'time' | 'chart') => string;
+
+const LOCALE: Record<Lang, string> = { zh: 'zh-CN', en: 'en-GB' };
+const TIME_STYLES: Record<Parameters<FormatTime>[1] & string, Intl.DateTimeFormatOptions> = {
+  dateTime: { dateStyle: 'medium', timeStyle: 'short' },
+  time: { timeStyle: 'short' },
+  // Chart axes: short, the day and the time.
+  chart: { month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' },
+};
+
 interface I18n {
   lang: Lang;
   setLang(lang: Lang): void;
   t: Translate;
+  time: FormatTime;
 }
 
 const I18nContext = createContext<I18n | null>(null);
@@ -687,7 +699,11 @@ export function I18nProvider({ children }: { children: ReactNode }) {
       ),
     [lang],
   );
-  const value = useMemo(() => ({ lang, setLang, t }), [lang, setLang, t]);
+  const time = useCallback<FormatTime>(
+    (at, style = 'dateTime') => new Date(at).toLocaleString(LOCALE[lang], TIME_STYLES[style]),
+    [lang],
+  );
+  const value = useMemo(() => ({ lang, setLang, t, time }), [lang, setLang, t, time]);
   return <I18nContext.Provider value={value}>{children}</I18nContext.Provider>;
 }
 

@@ -41,12 +41,12 @@ export function PublishAtInput({
 
 /** "Scheduled for …" on a row whose `publishAt` is still to come; nothing once it is published. */
 export function ScheduledBadge({ publishAt }: { publishAt: string | null | undefined }) {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   if (!isScheduled(publishAt)) return null;
   return (
     <Badge color="orange" variant="light" tt="none" data-testid="scheduled">
       {t('scheduledFor', {
-        time: new Date(publishAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' }),
+        time: time(publishAt),
       })}
     </Badge>
   );

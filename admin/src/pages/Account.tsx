@@ -105,7 +105,7 @@ function CopyValue({ value }: { value: string }) {
 }
 
 function Tokens() {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const [name, setName] = useState('');
   const myRole = useRole();
   // A token acts with a role no higher than its creator's.
@@ -196,7 +196,7 @@ function Tokens() {
               <Table.Tr key={token.id}>
                 <Table.Td>{token.name}</Table.Td>
                 <Table.Td>{t(ROLE_LABEL[token.role])}</Table.Td>
-                <Table.Td>{new Date(token.createdAt).toLocaleString()}</Table.Td>
+                <Table.Td>{time(token.createdAt)}</Table.Td>
                 <Table.Td ta="right">
                   <ConfirmButton
                     message={t('confirmRevoke', { name: token.name })}

@@ -388,7 +388,7 @@ function ReleaseForm({ addonId, editing, onDone }: { addonId: string; editing?: 
 }
 
 export function AddonDetailPage({ id }: { id: string }) {
-  const { t, lang } = useI18n();
+  const { t, lang, time } = useI18n();
   const { navigate } = useRouter();
   const back = useLink('/addons');
   const [editing, edit] = useDisclosure(false);
@@ -550,7 +550,7 @@ export function AddonDetailPage({ id }: { id: string }) {
                       <FileSignatureBadge item={r} />
                     </Table.Td>
                     <Table.Td data-testid="downloads">{r.downloadCount}</Table.Td>
-                    <Table.Td>{new Date(r.createdAt).toLocaleString()}</Table.Td>
+                    <Table.Td>{time(r.createdAt)}</Table.Td>
                     <Table.Td>
                       <Group gap={4} wrap="nowrap">
                         <Button

@@ -159,7 +159,7 @@ function toForm(a: Article): ArticleForm {
 }
 
 export function ArticlesPage() {
-  const { t, lang } = useI18n();
+  const { t, lang, time } = useI18n();
   const [editing, setEditing] = useState<Article | 'new' | null>(null);
   const list = useQuery({
     queryKey: [...KEY, lang],
@@ -241,7 +241,7 @@ export function ArticlesPage() {
                         )}
                       </Group>
                     </Table.Td>
-                    <Table.Td>{new Date(a.createdAt).toLocaleString()}</Table.Td>
+                    <Table.Td>{time(a.createdAt)}</Table.Td>
                     <Table.Td>
                       <Group gap={4} wrap="nowrap">
                         <Button size="xs" variant="default" onClick={() => setEditing(a)}>

@@ -12,7 +12,7 @@ const PAGE = 50;
 
 /** The audit log (owners only): newest first, filtered by account and target, one page after another. */
 export function AuditPage() {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const owner = useRole() === 'owner';
   const [actorInput, setActor] = useState('');
   const [targetInput, setTarget] = useState('');
@@ -84,7 +84,7 @@ export function AuditPage() {
                   return (
                     <Fragment key={r.id}>
                       <Table.Tr data-testid="audit-row">
-                        <Table.Td>{new Date(r.at).toLocaleString()}</Table.Td>
+                        <Table.Td>{time(r.at)}</Table.Td>
                         <Table.Td>
                           {r.actor}
                           {r.tokenName !== null && (

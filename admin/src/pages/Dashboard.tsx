@@ -3,7 +3,7 @@ import { Card, Group, SegmentedControl, SimpleGrid, Stack, Table, Text, Title } 
 import { useQuery } from '@tanstack/react-query';
 import { type ReactNode, useState } from 'react';
 import { api, data } from '../api/client';
-import { useI18n } from '../i18n';
+import { type FormatTime, useI18n } from '../i18n';
 
 export function useDeviceStats() {
   return useQuery({
@@ -73,7 +73,7 @@ type HistoryPoint = { at: string; online: number; byAppVersion: Record<string, n
  * 5-minute samples (a month of samples is more points than a chart can show). Versions are keyed
  * `v0`, `v1`… because a version may be any text, the empty one included.
  */
-function historyRows(points: HistoryPoint[], hourly: boolean, lang: string) {
+function historyRows(points: HistoryPoint[], hourly: boolean, time: FormatTime) {
   const versions = [...new Set(points.flatMap((p) => Object.keys(p.byAppVersion)))].sort();
   const buckets = new Map<string, { at: string; samples: number; sums: number[] }>();
   for (const point of points) {
@@ -87,11 +87,8 @@ function historyRows(points: HistoryPoint[], hourly: boolean, lang: string) {
     versions.forEach((version, i) => (bucket.sums[i]! += point.byAppVersion[version] ?? 0));
     buckets.set(key, bucket);
   }
-  const format: Intl.DateTimeFormatOptions = hourly
-    ? { month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' }
-    : { hour: '2-digit', minute: '2-digit' };
   const rows = [...buckets.values()].map((bucket) => ({
-    at: new Date(bucket.at).toLocaleString(lang, format),
+    at: time(bucket.at, hourly ? 'chart' : 'time'),
     ...Object.fromEntries(bucket.sums.map((sum, i) => [`v${i}`, Math.round((sum / bucket.samples) * 10) / 10])),
   }));
   return { versions, rows };
@@ -111,7 +108,7 @@ function Figure({ label, value, testId }: { label: string; value: number | undef
 }
 
 function OnlineHistory() {
-  const { t, lang } = useI18n();
+  const { t, time } = useI18n();
   const [hours, setHours] = useState('24');
   const history = useQuery({
     queryKey: ['devices', 'history', hours],
@@ -119,7 +116,7 @@ function OnlineHistory() {
     refetchInterval: 60_000,
   });
   const hourly = hours !== '24';
-  const { versions, rows } = historyRows(history.data?.points ?? [], hourly, lang);
+  const { versions, rows } = historyRows(history.data?.points ?? [], hourly, time);
   return (
     <Card withBorder data-testid="online-history">
       <Group justify="space-between" mb="sm">

@@ -6,7 +6,7 @@ import { useI18n } from '../i18n';
 import { Breakdown, useDeviceStats } from './Dashboard';
 
 export function DevicesPage() {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const [onlineOnly, setOnlineOnly] = useState(false);
   const stats = useDeviceStats();
   const devices = useQuery({
@@ -75,8 +75,8 @@ export function DevicesPage() {
                     <Table.Td>{d.appVersion ?? '–'}</Table.Td>
                     <Table.Td>{[d.os, d.osVersion].filter(Boolean).join(' ') || '–'}</Table.Td>
                     <Table.Td>{d.ip ?? '–'}</Table.Td>
-                    <Table.Td>{new Date(d.lastSeenAt).toLocaleString()}</Table.Td>
-                    <Table.Td>{new Date(d.firstSeenAt).toLocaleString()}</Table.Td>
+                    <Table.Td>{time(d.lastSeenAt)}</Table.Td>
+                    <Table.Td>{time(d.firstSeenAt)}</Table.Td>
                     <Table.Td>{d.heartbeatCount}</Table.Td>
                   </Table.Tr>
                 ))}

@@ -126,7 +126,7 @@ function BuildEditForm({ build, onDone }: { build: GameBuild; onDone: () => void
 }
 
 function BuildRow({ build, onEdit }: { build: GameBuild; onEdit: () => void }) {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const path = { params: { path: { buildCode: String(build.buildCode) } } };
   const revocation = useWrite({
     mutationFn: async (action: 'revoke' | 'unrevoke') =>
@@ -178,9 +178,7 @@ function BuildRow({ build, onEdit }: { build: GameBuild; onEdit: () => void }) {
         </Text>
       </Table.Td>
       <Table.Td data-testid="build-downloads">{build.downloadCount}</Table.Td>
-      <Table.Td>
-        {new Date(build.publishedAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}
-      </Table.Td>
+      <Table.Td>{time(build.publishedAt)}</Table.Td>
       <Table.Td miw={200}>
         <Group gap={4}>
           <Button size="xs" variant="default" onClick={onEdit} data-testid="edit-build">

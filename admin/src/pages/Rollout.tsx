@@ -95,7 +95,7 @@ function AutoHalt({ version }: { version: Version }) {
 
 /** A version's staged rollout: ramp, halt, revoke, and how the devices that took it are doing. */
 export function RolloutPanel({ version }: { version: Version }) {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const [draft, setDraft] = useState<number | null>(null);
   const percent = draft ?? version.rolloutPercent;
   const health = useQuery({
@@ -142,12 +142,7 @@ export function RolloutPanel({ version }: { version: Version }) {
   }, [haltedMeanwhile, queryClient]);
   const previous = h?.previous ?? null;
   const timeline = (h?.timeline ?? []).map((p) => ({
-    at: new Date(p.at).toLocaleString(undefined, {
-      month: 'numeric',
-      day: 'numeric',
-      hour: '2-digit',
-      minute: '2-digit',
-    }),
+    at: time(p.at, 'chart'),
     current: p.devicesOnVersion,
     previous: p.devicesOnPrevious,
   }));
@@ -155,12 +150,12 @@ export function RolloutPanel({ version }: { version: Version }) {
     <Stack data-testid="rollout-panel">
       {version.revokedAt !== null && (
         <Alert color="red" title={t('revoked')} data-testid="revoked-alert">
-          {t('revokedAt', { time: new Date(version.revokedAt).toLocaleString() })}
+          {t('revokedAt', { time: time(version.revokedAt) })}
         </Alert>
       )}
       {version.haltedAt !== null && (
         <Alert color="orange" title={t('halted')} data-testid="halted-alert">
-          {t('haltedAt', { time: new Date(version.haltedAt).toLocaleString(), reason: version.haltReason ?? '' })}
+          {t('haltedAt', { time: time(version.haltedAt), reason: version.haltReason ?? '' })}
         </Alert>
       )}
       <Card withBorder>
@@ -261,7 +256,7 @@ export function RolloutPanel({ version }: { version: Version }) {
         )}
         {h && (
           <Text size="xs" c="dimmed" mt="xs">
-            {t('publishedAt', { time: new Date(h.publishedAt).toLocaleString() })}
+            {t('publishedAt', { time: time(h.publishedAt) })}
           </Text>
         )}
       </Card>

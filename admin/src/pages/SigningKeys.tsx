@@ -36,7 +36,7 @@ function Fingerprint({ publicKey }: { publicKey: string }) {
 }
 
 export function SigningKeysPage() {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const keys = useQuery({ queryKey: KEY, queryFn: async () => data(await api.GET('/api/signing-keys')) });
   const rotate = useWrite({
     mutationFn: async () => data(await api.POST('/api/admin/signing-keys/rotate')),
@@ -96,7 +96,7 @@ export function SigningKeysPage() {
                       <Badge color="gray">{t('keyRetired')}</Badge>
                     )}
                   </Table.Td>
-                  <Table.Td>{new Date(key.createdAt).toLocaleString()}</Table.Td>
+                  <Table.Td>{time(key.createdAt)}</Table.Td>
                   <Table.Td>
                     {key.endorsement === null ? (
                       <Text size="xs" c="dimmed">

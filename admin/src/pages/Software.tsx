@@ -194,7 +194,7 @@ function usePackageDetail(packageId: string) {
 }
 
 function Versions({ packageId }: { packageId: string }) {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const [editing, setEditing] = useState<Version | null>(null);
   const [rolloutId, setRolloutId] = useState<string | null>(null);
   const detail = usePackageDetail(packageId);
@@ -279,9 +279,7 @@ function Versions({ packageId }: { packageId: string }) {
                 />
               </Table.Td>
               <Table.Td>{v.minVersion ?? '–'}</Table.Td>
-              <Table.Td>
-                {new Date(v.createdAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}
-              </Table.Td>
+              <Table.Td>{time(v.createdAt)}</Table.Td>
               <Table.Td miw={170}>
                 <Group gap={4}>
                   <Button size="xs" variant="default" onClick={() => setEditing(v)} data-testid="edit-version">

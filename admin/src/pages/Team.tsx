@@ -175,7 +175,7 @@ function ResetPassword({ account }: { account: Account }) {
 }
 
 function AccountRow({ account, self }: { account: Account; self: boolean }) {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const roleOptions = useRoleOptions();
   const update = useUpdateAccount(account.id);
   return (
@@ -212,7 +212,7 @@ function AccountRow({ account, self }: { account: Account; self: boolean }) {
           </Badge>
         )}
       </Table.Td>
-      <Table.Td>{new Date(account.createdAt).toLocaleString()}</Table.Td>
+      <Table.Td>{time(account.createdAt)}</Table.Td>
       <Table.Td>
         <Group gap={4} wrap="nowrap" justify="flex-end">
           <ResetPassword account={account} />

@@ -120,7 +120,7 @@ function NewWebhook({ onSecret }: { onSecret: (secret: string) => void }) {
 }
 
 function Deliveries({ webhook }: { webhook: Webhook }) {
-  const { t } = useI18n();
+  const { t, time } = useI18n();
   const [opened, { open, close }] = useDisclosure(false);
   const deliveries = useQuery({
     queryKey: [...KEY, webhook.id, 'deliveries'],
@@ -162,11 +162,11 @@ function Deliveries({ webhook }: { webhook: Webhook }) {
                   <Text size="xs">{d.lastError ?? (d.lastStatus === null ? '–' : `HTTP ${d.lastStatus}`)}</Text>
                   {d.nextAttemptAt !== null && (
                     <Text size="xs" c="dimmed">
-                      {t('webhookNextAttempt', { at: new Date(d.nextAttemptAt).toLocaleTimeString() })}
+                      {t('webhookNextAttempt', { at: time(d.nextAttemptAt, 'time') })}
                     </Text>
                   )}
                 </Table.Td>
-                <Table.Td>{new Date(d.createdAt).toLocaleString()}</Table.Td>
+                <Table.Td>{time(d.createdAt)}</Table.Td>
               </Table.Tr>
             ))}
           </Table.Tbody>
