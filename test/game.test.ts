@@ -84,6 +84,24 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
       expect(after.json()).toEqual({ missing: [other] });
 
       expect((await putChunk(t, 'ABC', bytes)).statusCode).toBe(400);
+      // Another content type (JSON, text), with a good or a bad name: a clear {error}, never a 500.
+      for (const url of [name, 'not-a-sha256', sha256Of('json')].map((n) => `/api/admin/game/chunks/${n}`)) {
+        for (const [type, payload] of [
+          ['application/json', '{"bytes":"x"}'],
+          ['application/json', '[1,2]'],
+          ['text/plain', 'x'],
+        ] as const) {
+          const res = await t.inject({
+            method: 'PUT',
+            url,
+            headers: { cookie: t.cookie, 'content-type': type },
+            payload,
+          });
+          expect([400, 415], `${type} ${url}`).toContain(res.statusCode);
+          expect(res.json().error, `${type} ${url}`).toEqual(expect.any(String));
+        }
+      }
+      expect(await t.app.ctx.storage.stat(chunkKey(sha256Of('json')))).toBeNull();
       const tooBig = randomBytes(8 * 1024 * 1024 + 1);
       const big = await putChunk(t, sha256Of(tooBig), tooBig);
       expect(big.statusCode).toBe(413);

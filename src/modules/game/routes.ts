@@ -178,17 +178,33 @@ export function gameRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
                 'Store a chunk (raw bytes, application/octet-stream, at most 8 MiB): 201, or 200 when already stored',
               consumes: [OCTET_STREAM],
               params: ChunkParams,
-              response: { 200: ChunkStoredResponse, 201: ChunkStoredResponse, 400: ErrorResponse, 413: ErrorResponse },
+              response: {
+                200: ChunkStoredResponse,
+                201: ChunkStoredResponse,
+                400: ErrorResponse,
+                413: ErrorResponse,
+                415: ErrorResponse,
+              },
             },
           },
           async (request, reply) => {
             const { sha256 } = request.params;
-            const body = request.body as Readable | undefined;
+            // Only an application/octet-stream body is a stream; any other content type was parsed
+            // (or refused) before this, and its value is no chunk.
+            const body = request.body instanceof Readable ? request.body : undefined;
             if (!isChunkName(sha256)) {
               body?.resume();
               throw badRequest('params.sha256: must be a lowercase hex SHA-256');
             }
-            if (body === undefined) throw badRequest('body: the chunk bytes are required (application/octet-stream)');
+            if (body === undefined) {
+              if (request.body !== undefined) {
+                throw new AppError(
+                  415,
+                  `body: a chunk is sent as ${OCTET_STREAM}, not ${request.headers['content-type']}`,
+                );
+              }
+              throw badRequest(`body: the chunk bytes are required (${OCTET_STREAM})`);
+            }
             if (Number(request.headers['content-length'] ?? 0) > MAX_CHUNK_BYTES) {
               body.resume();
               throw new AppError(413, `body: a chunk is at most ${MAX_CHUNK_BYTES} bytes`);
