@@ -1882,6 +1882,17 @@ export interface paths {
                         };
                     };
                 };
+                /** @description every failure */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
             };
         };
         post?: never;
