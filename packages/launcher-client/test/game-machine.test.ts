@@ -292,6 +292,14 @@ describe('links are not followed: refused before the first write, nothing writte
     }
   });
 
+  it('the game folder itself may be a link: the update goes on', async () => {
+    const { stateDir, gameDir } = installed1();
+    const linked = path.join(tempDir('machine-link-'), 'Game');
+    fs.symlinkSync(gameDir, linked, 'junction');
+    expect(await game(stateDir, linked).update()).toMatchObject({ result: 'updated', from: 1, to: 2 });
+    expectBuild(gameDir, BUILD2.slice(0, 3));
+  });
+
   it('a link made while the update downloads is seen before the first rename: unsafe-path, nothing renamed, nothing under way', async () => {
     const { stateDir, gameDir } = installed1();
     const outside = tempDir('machine-outside-');
