@@ -9,6 +9,13 @@
  * killed midway is rolled back (or, once the swap completed, finished) at the next operation's start.
  * Nothing else in the game folder is touched: not `WTF`, not a folder of `Interface/AddOns` that no
  * manifest names, except one an install replaces (kept aside, restorable, until the install completes).
+ *
+ * On a player's real machine (`guard.ts`): every change holds the state folder's lock (`BusyError`
+ * while another operation runs; `list` and `outdated` then answer from the manifests without
+ * recovering anything); `Interface`, `Interface/AddOns`, the work folder and every folder moved in or
+ * aside are checked before the first write and the first rename (a link or a mount point there is
+ * `UnsafePathError`), and every rename and delete goes through the guard; the renames are flushed to
+ * disk before the manifest and the record say the swap is done.
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -17,6 +24,7 @@ import { AddonPins, parseAddonSpec } from './addon-pins.js';
 import { chooseAdoptions, type FoundFolder, fingerprintFolder } from './addon-scan.js';
 import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive, foldName } from './archive.js';
 import { type AutomaticReason, DEFAULT_KEEP, recoverRestore, snapshotBeforeChange } from './backups.js';
+import { FolderGuard, whenUnlocked, withLock } from './guard.js';
 import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from './client.js';
 import type { Progress } from './download.js';
 import {
@@ -29,6 +37,7 @@ import {
   IntegrityError,
   UsageError,
 } from './errors.js';
+import { removeDurably } from './state.js';
 
 /** A dependency as releases list it. */
 export type AddonDependency = AddonAnswer['releases'][number]['dependencies'][number];
@@ -174,7 +183,7 @@ export class AddonManager {
 
   /** The installed addons, by slug, each with whether it is pinned. */
   async list(): Promise<ListedAddon[]> {
-    await this.recover();
+    await whenUnlocked(this.stateDir, 'addons-list', () => this.recover());
     const pins = await this.pins.read();
     return [...(await this.manifests()).values()].map((m) => (pins.has(m.slug) ? { ...m, pinned: true } : m));
   }
@@ -189,6 +198,13 @@ export class AddonManager {
   async install(specs: readonly string[], options: AddonOperationOptions = {}): Promise<InstalledSummary[]> {
     const parsed = specs.map(parseAddonSpec);
     for (const { slug } of parsed) AddonManager.checkSlug(slug);
+    return withLock(this.stateDir, 'addons-install', () => this.installLocked(parsed, options));
+  }
+
+  private async installLocked(
+    parsed: readonly { slug: string; version: string | null }[],
+    options: AddonOperationOptions,
+  ): Promise<InstalledSummary[]> {
     await this.recover();
     const installed = await this.manifests();
     const roots = [];
@@ -215,15 +231,19 @@ export class AddonManager {
 
   /** Pins an installed addon at its installed version: `update` leaves it alone. */
   async pin(slug: string): Promise<InstalledSummary> {
-    const manifest = await this.installedManifest(slug);
-    await this.pins.set(slug, manifest.version);
-    return { slug, version: manifest.version, folders: manifest.folders };
+    return withLock(this.stateDir, 'addons-pin', async () => {
+      const manifest = await this.installedManifest(slug);
+      await this.pins.set(slug, manifest.version);
+      return { slug, version: manifest.version, folders: manifest.folders };
+    });
   }
 
   /** Lets an installed addon follow the newest release again. */
   async unpin(slug: string): Promise<void> {
-    await this.installedManifest(slug);
-    await this.pins.set(slug, null);
+    await withLock(this.stateDir, 'addons-unpin', async () => {
+      await this.installedManifest(slug);
+      await this.pins.set(slug, null);
+    });
   }
 
   /**
@@ -235,7 +255,7 @@ export class AddonManager {
    */
   async outdated(slugs?: readonly string[]): Promise<OutdatedAddon[]> {
     for (const slug of slugs ?? []) AddonManager.checkSlug(slug);
-    await this.recover();
+    await whenUnlocked(this.stateDir, 'addons-outdated', () => this.recover());
     const installed = await this.manifests();
     const targets = slugs === undefined ? [...installed.values()] : [];
     for (const slug of slugs ?? []) targets.push(await this.installedManifest(slug, installed));
@@ -282,6 +302,10 @@ export class AddonManager {
    * of it (see `addon-scan.ts`). Nothing is downloaded, nothing in the game folder changes.
    */
   async scan(signal?: AbortSignal): Promise<ScanReport> {
+    return withLock(this.stateDir, 'addons-scan', () => this.scanLocked(signal));
+  }
+
+  private async scanLocked(signal: AbortSignal | undefined): Promise<ScanReport> {
     await this.recover();
     const installed = await this.manifests();
     const claimed = [...installed.values()].flatMap((m) => m.folders);
@@ -335,6 +359,13 @@ export class AddonManager {
    */
   async update(slugs?: readonly string[], options: AddonOperationOptions = {}): Promise<UpdateReport> {
     for (const slug of slugs ?? []) AddonManager.checkSlug(slug);
+    return withLock(this.stateDir, 'addons-update', () => this.updateLocked(slugs, options));
+  }
+
+  private async updateLocked(
+    slugs: readonly string[] | undefined,
+    options: AddonOperationOptions,
+  ): Promise<UpdateReport> {
     await this.recover();
     const installed = await this.manifests();
     const pins = await this.pins.read();
@@ -386,6 +417,10 @@ export class AddonManager {
    */
   async remove(slugs: readonly string[], options: AddonOperationOptions & { force?: boolean } = {}): Promise<string[]> {
     for (const slug of slugs) AddonManager.checkSlug(slug);
+    return withLock(this.stateDir, 'addons-remove', () => this.removeLocked(slugs, options));
+  }
+
+  private async removeLocked(slugs: readonly string[], options: AddonOperationOptions & { force?: boolean }) {
     await this.recover();
     const installed = await this.manifests();
     const removing = new Set(slugs);
@@ -572,9 +607,15 @@ export class AddonManager {
     }
   }
 
-  /** Records a swap of `slug` as begun (so a kill from here on is undone) and makes its work folder. */
+  /**
+   * Records a swap of `slug` as begun (so a kill from here on is undone) and makes its work folder;
+   * first, `Interface`, `Interface/AddOns` and the work folder are checked (no link, no mount point).
+   */
   private async begin(slug: string, before: AddonManifest | null): Promise<string> {
     const work = path.join(this.workRoot, randomUUID());
+    const guard = new FolderGuard(this.gameDir);
+    guard.check(this.addonsDir, 'folder');
+    guard.check(work, 'folder');
     await this.writeRecord({ slug, work, phase: 'staging', moveAside: [], moveIn: [], before, after: null });
     await fs.promises.mkdir(path.join(work, 'old'), { recursive: true });
     return work;
@@ -583,18 +624,23 @@ export class AddonManager {
   /** Renames the old folders aside and the new ones in, writes the manifest; any failure undoes it all. */
   private async swap(record: SwapRecord, options: AddonOperationOptions): Promise<void> {
     await this.writeRecord(record);
+    const guard = new FolderGuard(this.gameDir);
     try {
+      // Before the first rename: no folder moved is a link, none moved aside (to be deleted) holds a mount point.
+      for (const folder of record.moveIn) guard.check(path.join(this.addonsDir, folder), 'folder');
+      for (const folder of record.moveAside) await guard.checkTree(path.join(this.addonsDir, folder));
       if (record.moveIn.length > 0) await fs.promises.mkdir(this.addonsDir, { recursive: true });
       for (const folder of record.moveAside) {
         options.onProgress?.({ phase: 'swap', slug: record.slug, folder });
         AddonManager.checkAborted(options.signal);
-        await fs.promises.rename(path.join(this.addonsDir, folder), path.join(record.work, 'old', folder));
+        await guard.move(path.join(this.addonsDir, folder), path.join(record.work, 'old', folder));
       }
       for (const folder of record.moveIn) {
         options.onProgress?.({ phase: 'swap', slug: record.slug, folder });
         AddonManager.checkAborted(options.signal);
-        await fs.promises.rename(path.join(record.work, 'new', folder), path.join(this.addonsDir, folder));
+        await guard.move(path.join(record.work, 'new', folder), path.join(this.addonsDir, folder));
       }
+      await guard.flush();
       if (record.after !== null) await this.writeManifest(record.after);
       else await this.removeManifest(record.slug);
       await this.writeRecord({ ...record, phase: 'done' });
@@ -611,24 +657,26 @@ export class AddonManager {
 
   /** Puts back what `record` says may have moved, and the manifest it had before. */
   private async rollback(record: SwapRecord): Promise<void> {
+    const guard = new FolderGuard(this.gameDir);
     for (const folder of record.moveIn) {
       const staged = path.join(record.work, 'new', folder);
       const live = path.join(this.addonsDir, folder);
       // Renamed whole: not in `new` any more means it is in Interface/AddOns.
-      if (!(await exists(staged)) && (await exists(live))) await fs.promises.rename(live, staged);
+      if (!(await exists(staged)) && (await exists(live))) await guard.move(live, staged);
     }
     for (const folder of record.moveAside) {
       const aside = path.join(record.work, 'old', folder);
-      if (await exists(aside)) await fs.promises.rename(aside, path.join(this.addonsDir, folder));
+      if (await exists(aside)) await guard.move(aside, path.join(this.addonsDir, folder));
     }
+    await guard.flush();
     if (record.before !== null) await this.writeManifest(record.before);
     else await this.removeManifest(record.slug);
     await this.finish(record);
   }
 
   private async finish(record: SwapRecord): Promise<void> {
-    await fs.promises.rm(record.work, { recursive: true, force: true });
-    await fs.promises.rm(this.recordFile, { force: true });
+    await new FolderGuard(this.gameDir).removeTree(record.work);
+    await removeDurably(this.recordFile);
     try {
       await fs.promises.rmdir(this.workRoot);
     } catch (err) {
@@ -670,7 +718,7 @@ export class AddonManager {
   }
 
   private async removeManifest(slug: string): Promise<void> {
-    await fs.promises.rm(path.join(this.stateDir, MANIFESTS, `${slug}.json`), { force: true });
+    await removeDurably(path.join(this.stateDir, MANIFESTS, `${slug}.json`));
   }
 
   /** The manifests in the state folder, by slug, sorted. */

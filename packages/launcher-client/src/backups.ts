@@ -17,6 +17,13 @@
  *   current `WTF` as a new automatic snapshot, then swaps the folders in whole. The swap is journalled
  *   (`backups-restore.json`) as the addon swap is: a process killed midway is rolled back, or once
  *   the swap completed finished, by the next snapshot operation (`recoverRestore`).
+ * - On a player's real machine (`guard.ts`): every function here that writes holds the state folder's
+ *   lock (a call inside a game or addon operation runs under the lock its operation holds); a restore
+ *   checks `WTF` (and with addons `Interface/AddOns`) before its first write: a link or a mount point
+ *   there, or a mount point inside what it replaces, is `UnsafePathError`; its renames and deletes in
+ *   the game folder go through the guard, flushed before the journal says `done`. A snapshot only
+ *   reads `WTF`, through a link too (a `WTF` kept elsewhere and linked is the player's choice). The
+ *   zip and every record are written durably.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -25,7 +32,8 @@ import { pipeline } from 'node:stream/promises';
 import yazl from 'yazl';
 import { badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive } from './archive.js';
 import { ArchiveError, NotFoundError, StateError, UsageError } from './errors.js';
-import type { StateFolder } from './state.js';
+import { FolderGuard, withLock } from './guard.js';
+import { removeDurably, renameDurably, type StateFolder } from './state.js';
 
 /** Why a snapshot was taken: by hand, or before which change. */
 export type BackupReason =
@@ -228,7 +236,7 @@ async function takeSnapshot(
   zip.end();
   try {
     await pipeline(zip.outputStream, fs.createWriteStream(temp, { flags: 'wx' }));
-    await fs.promises.rename(temp, path.join(dir, `${id}.zip`));
+    await renameDurably(temp, path.join(dir, `${id}.zip`));
   } finally {
     await fs.promises.rm(temp, { force: true });
   }
@@ -258,11 +266,13 @@ export async function createSnapshot(
   gameDir: string,
   options: SnapshotOptions = {},
 ): Promise<BackupSummary> {
-  const game = path.resolve(gameDir);
-  await recoverRestore(state, game);
-  if (await isMissing(path.join(game, WTF))) throw new NotFoundError(`there is no ${path.join(game, WTF)}`);
-  const scope = await scopeOf(state, game, options.withAddons === true);
-  return summary(await takeSnapshot(state, scope, 'manual', options));
+  return withLock(state.dir, 'backup-create', async () => {
+    const game = path.resolve(gameDir);
+    await recoverRestore(state, game);
+    if (await isMissing(path.join(game, WTF))) throw new NotFoundError(`there is no ${path.join(game, WTF)}`);
+    const scope = await scopeOf(state, game, options.withAddons === true);
+    return summary(await takeSnapshot(state, scope, 'manual', options));
+  });
 }
 
 /**
@@ -282,9 +292,11 @@ export async function snapshotBeforeChange(
   options: Pick<SnapshotOptions, 'withAddons'> = {},
 ): Promise<BackupSummary | null> {
   if (!Number.isSafeInteger(keep) || keep < 1) throw new UsageError('--keep must be a positive integer');
-  const game = path.resolve(gameDir);
-  await recoverRestore(state, game);
-  return autoSnapshot(state, game, reason, keep, options.withAddons === true);
+  return withLock(state.dir, 'backup-automatic', async () => {
+    const game = path.resolve(gameDir);
+    await recoverRestore(state, game);
+    return autoSnapshot(state, game, reason, keep, options.withAddons === true);
+  });
 }
 
 /** `snapshotBeforeChange` once no restore is left to recover. */
@@ -317,13 +329,15 @@ async function autoSnapshot(
 /** Deletes a snapshot (manual or automatic). */
 export async function removeSnapshot(state: StateFolder, id: string): Promise<void> {
   checkId(id);
-  const index = await readIndex(state);
-  if (!index.some((e) => e.id === id)) throw new NotFoundError(`there is no snapshot ${id}`);
-  await writeIndex(
-    state,
-    index.filter((e) => e.id !== id),
-  );
-  await deleteSnapshot(state, id);
+  await withLock(state.dir, 'backup-remove', async () => {
+    const index = await readIndex(state);
+    if (!index.some((e) => e.id === id)) throw new NotFoundError(`there is no snapshot ${id}`);
+    await writeIndex(
+      state,
+      index.filter((e) => e.id !== id),
+    );
+    await deleteSnapshot(state, id);
+  });
 }
 
 /**
@@ -339,7 +353,10 @@ export async function restoreSnapshot(
   keep: number = DEFAULT_KEEP,
 ): Promise<void> {
   checkId(id);
-  const game = path.resolve(gameDir);
+  await withLock(state.dir, 'backup-restore', () => restoreLocked(state, path.resolve(gameDir), id, keep));
+}
+
+async function restoreLocked(state: StateFolder, game: string, id: string, keep: number): Promise<void> {
   await recoverRestore(state, game);
   const entry = (await readIndex(state)).find((e) => e.id === id);
   if (entry === undefined) throw new NotFoundError(`there is no snapshot ${id}`);
@@ -357,6 +374,10 @@ export async function restoreSnapshot(
     const manifestWork = path.join(state.dir, DIR, `restore-${path.basename(work)}`);
     parts.push({ live: manifests, staged: path.join(manifestWork, 'new'), aside: path.join(manifestWork, 'old') });
   }
+  // What is replaced (and then deleted) is no link and holds no mount point; checked before the first write.
+  const guard = new FolderGuard(game);
+  guard.check(work, 'folder');
+  for (const part of parts) if (part.live.startsWith(game + path.sep)) await guard.checkTree(part.live);
   const journal: RestoreRecord = { id, game, work, phase: 'staging', parts };
   await state.writeJson(JOURNAL, journal);
   try {
@@ -400,14 +421,21 @@ async function checkExtracted(
   if (missing !== undefined) throw new ArchiveError(`${missing} is missing from the snapshot`);
 }
 
+/** Renames a folder of the restore: through `guard` in the game folder, as it is in the state folder (the addon manifests). */
+function move(guard: FolderGuard, from: string, to: string): Promise<void> {
+  return from.startsWith(guard.root + path.sep) ? guard.move(from, to) : fs.promises.rename(from, to);
+}
+
 async function swap(state: StateFolder, journal: RestoreRecord): Promise<void> {
   await state.writeJson(JOURNAL, journal);
+  const guard = new FolderGuard(journal.game);
   try {
     for (const part of journal.parts) {
-      if (!(await isMissing(part.live))) await fs.promises.rename(part.live, part.aside);
+      if (!(await isMissing(part.live))) await move(guard, part.live, part.aside);
       await fs.promises.mkdir(path.dirname(part.live), { recursive: true });
-      await fs.promises.rename(part.staged, part.live);
+      await move(guard, part.staged, part.live);
     }
+    await guard.flush();
     await state.writeJson(JOURNAL, { ...journal, phase: 'done' });
   } catch (err) {
     await rollback(state, journal);
@@ -418,22 +446,23 @@ async function swap(state: StateFolder, journal: RestoreRecord): Promise<void> {
 
 /** Puts back every folder the journal says may have moved. */
 async function rollback(state: StateFolder, journal: RestoreRecord): Promise<void> {
+  const guard = new FolderGuard(journal.game);
   // While staging nothing live has moved; while swapping, a staged folder gone is one moved in.
   for (const part of journal.phase === 'swapping' ? [...journal.parts].reverse() : []) {
-    if ((await isMissing(part.staged)) && !(await isMissing(part.live)))
-      await fs.promises.rename(part.live, part.staged);
-    if (!(await isMissing(part.aside))) await fs.promises.rename(part.aside, part.live);
+    if ((await isMissing(part.staged)) && !(await isMissing(part.live))) await move(guard, part.live, part.staged);
+    if (!(await isMissing(part.aside))) await move(guard, part.aside, part.live);
   }
+  await guard.flush();
   await finish(state, journal);
 }
 
 async function finish(state: StateFolder, journal: RestoreRecord): Promise<void> {
-  await fs.promises.rm(journal.work, { recursive: true, force: true });
+  await new FolderGuard(journal.game).removeTree(journal.work);
   await fs.promises.rm(path.join(state.dir, DIR, `restore-${path.basename(journal.work)}`), {
     recursive: true,
     force: true,
   });
-  await fs.promises.rm(path.join(state.dir, JOURNAL), { force: true });
+  await removeDurably(path.join(state.dir, JOURNAL));
 }
 
 /**
@@ -441,6 +470,10 @@ async function finish(state: StateFolder, journal: RestoreRecord): Promise<void>
  * snapshot operation with a game folder runs this first.
  */
 export async function recoverRestore(state: StateFolder, gameDir: string): Promise<void> {
+  await withLock(state.dir, 'backup-recover', () => recoverLocked(state, gameDir));
+}
+
+async function recoverLocked(state: StateFolder, gameDir: string): Promise<void> {
   const journal = await state.readJson<RestoreRecord | null>(JOURNAL, null);
   if (journal === null) return;
   const game = path.resolve(gameDir);

@@ -1,7 +1,7 @@
 /**
  * `launcher-client game status|update|verify|repair`: the `GameManager` as a command. The last line
- * on stdout is JSON; a failure prints `{error, kind}` on stderr and exits 2 (verification refused an
- * answer, manifest or chunk) or 1; `verify` exits 3 when the game is not whole.
+ * on stdout is JSON; a failure prints `{error, kind}` (and the error's `details`) on stderr and exits
+ * 2 (verification refused an answer, manifest or chunk) or 1; `verify` exits 3 when the game is not whole.
  */
 import { parseArgs } from 'node:util';
 import { type CliTools, keepOption } from './cli-addons.js';
@@ -22,7 +22,17 @@ const HELP = `Usage:
       checked against its name), assembled in GAME/.patchwell-work and renamed into place. DIR keeps
       the installed manifest (game/manifest.json), the size and time of each file last verified
       (game/files.json) and an operation under way (game/operation.json).
-      Last line on stdout: status {"installed": {version, buildCode}|null, "underWay": {from, to}|null};
+      One operation at a time: update, verify and repair (and addons and backup changes) hold
+      DIR/operation.lock; a second stops at once (kind busy, with "pid"); a lock whose process is
+      gone is taken over. Nothing is written, renamed or deleted through a symbolic link, junction
+      or mount point inside GAME (kind unsafe-path, with "path", before anything is written). A
+      folder with files in it where a game file goes stops an update before anything is renamed,
+      and is reported by repair after the rest is repaired (kind blocked, with "paths"; repair adds
+      "repaired" and "removed"); an empty one is replaced. A refusal before the first rename leaves
+      nothing under way; a run that finishes one a kill cut off says "updated" from the build
+      installed before it.
+      Last line on stdout: status {"installed": {version, buildCode}|null, "underWay": {from, to}|null}
+      (and "busy": {pid, operation, since} while another operation runs; status takes no lock);
       update {"result": "up-to-date"|"updated"|"installed", "from", "to", "files": {added, changed,
       removed, unchanged}, "left" (dropped files kept: changed since installed), "downloadedBytes",
       "reusedBytes"}; verify {"ok", "buildCode", "missing",
@@ -31,7 +41,7 @@ const HELP = `Usage:
 
 Exit status: 0 success; 3 verify found the game not whole; 2 an answer, manifest or chunk was refused
 (kind signature, digest, stale, rollback, integrity, publisher-signature, manifest); 1 any other
-failure (kind http, network, usage, state, disk-space, ...).
+failure (kind http, network, usage, state, disk-space, busy, unsafe-path, blocked, ...).
 `;
 
 const OPTIONS = {

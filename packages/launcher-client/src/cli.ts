@@ -13,7 +13,7 @@ import { gameCommand } from './cli-game.js';
 import { UpdateManager } from './client.js';
 import type { PendingInstall } from './install.js';
 import type { Progress } from './download.js';
-import { ClockError, LauncherClientError } from './errors.js';
+import { LauncherClientError } from './errors.js';
 import type { TrustedKey } from './trust.js';
 
 const HELP = `Usage:
@@ -280,8 +280,7 @@ async function main(argv: string[]): Promise<number> {
 
 function fail(err: unknown): number {
   if (err instanceof LauncherClientError) {
-    const offset = err instanceof ClockError ? { offsetMs: err.offsetMs } : {};
-    process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind, ...offset })}\n`);
+    process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind, ...err.details })}\n`);
     return err.verification ? 2 : 1;
   }
   const kind = err instanceof UsageError || err instanceof TypeError ? 'usage' : 'internal';

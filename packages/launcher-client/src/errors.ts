@@ -22,13 +22,20 @@ export type ErrorKind =
   | 'conflict'
   | 'not-found'
   | 'manifest'
-  | 'disk-space';
+  | 'disk-space'
+  | 'busy'
+  | 'unsafe-path'
+  | 'blocked';
 
 export abstract class LauncherClientError extends Error {
   abstract readonly kind: ErrorKind;
   /** True for a refused answer or file (a possible attack), false for an ordinary failure. */
   get verification(): boolean {
     return isVerificationKind(this.kind);
+  }
+  /** The fields a program acts on besides `kind` (the command prints them beside `error` and `kind`). */
+  get details(): Record<string, unknown> {
+    return {};
   }
 }
 
@@ -104,6 +111,9 @@ export class ClockError extends failure('ClockError', 'clock') {
       options,
     );
   }
+  override get details(): Record<string, unknown> {
+    return { offsetMs: this.offsetMs };
+  }
 }
 
 /**
@@ -170,5 +180,73 @@ export class DiskSpaceError extends failure('DiskSpaceError', 'disk-space') {
     readonly bytesFree: number,
   ) {
     super(`${bytesNeeded} bytes are needed in the game folder, ${bytesFree} are free`);
+  }
+}
+
+/** Who holds the operation lock of a state folder (`operation.lock`). */
+export interface LockHolder {
+  /** The process id. */
+  readonly pid: number;
+  /** What it is doing (`game-update`, `addons-install`, `backup-restore`, …). */
+  readonly operation: string;
+  /** When it took the lock (ISO 8601). */
+  readonly since: string;
+}
+
+/**
+ * Another operation on the same state folder (and so the same game folder) is running: this one
+ * stopped at once, before reading or writing anything. `pid` names the process that holds the lock.
+ */
+export class BusyError extends failure('BusyError', 'busy') {
+  readonly pid: number;
+  readonly operation: string;
+  readonly since: string;
+  constructor(holder: LockHolder) {
+    super(`another launcher-client process (pid ${holder.pid}) is running ${holder.operation} since ${holder.since}`);
+    this.pid = holder.pid;
+    this.operation = holder.operation;
+    this.since = holder.since;
+  }
+  override get details(): Record<string, unknown> {
+    return { pid: this.pid, operation: this.operation, since: this.since };
+  }
+}
+
+/**
+ * A path the operation would write, rename or delete is, or lies behind, a symbolic link, junction
+ * or mount point inside the game folder (or lies outside it): the operation stopped before its
+ * first write. `path` is relative to the game folder, `/`-separated.
+ */
+export class UnsafePathError extends failure('UnsafePathError', 'unsafe-path') {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(`${path} ${why}: the launcher never writes, renames or deletes through a link or mount point`);
+  }
+  override get details(): Record<string, unknown> {
+    return { path: this.path };
+  }
+}
+
+/**
+ * A folder that is not empty, or a file where a folder must be, occupies paths the operation must
+ * write (`paths`, relative to the game folder). An update stops before its first rename; a repair
+ * restores everything else first and answers what it did in `repaired` and `removed`.
+ */
+export class BlockedError extends failure('BlockedError', 'blocked') {
+  constructor(
+    readonly paths: readonly string[],
+    readonly done: { readonly repaired: readonly string[]; readonly removed: readonly string[] } | null = null,
+  ) {
+    super(
+      `${paths.join(', ')} ${paths.length === 1 ? 'is' : 'are'} in the way of the game's files (a folder with files in it, or a file where a folder must be): move ${paths.length === 1 ? 'it' : 'them'} away and run again`,
+    );
+  }
+  override get details(): Record<string, unknown> {
+    return {
+      paths: this.paths,
+      ...(this.done === null ? {} : { repaired: this.done.repaired, removed: this.done.removed }),
+    };
   }
 }

@@ -11,6 +11,15 @@
  * clears the record. A run killed before the record says `renaming` is rolled back (nothing in
  * the game folder changed; what its work files hold is kept and used by the next run); one killed
  * after is finished by the next call.
+ *
+ * On a player's real machine (`guard.ts`): every operation holds the state folder's lock; every path
+ * it writes or deletes is checked before its first write and again before its first rename (no link,
+ * no mount point, nothing in the way), and renamed or deleted through the guard. A refusal before
+ * the first rename clears the record (nothing under way; the work files kept). Durability: the state
+ * files and the record are written with `writeDurably`; a work file is on disk once `Hasher.whole`
+ * has answered for it (the hashing thread flushes each work file after its whole check), and every
+ * work file is checked whole before the record says `renaming`, so nothing is renamed unflushed; the
+ * game folder's folders are flushed after the renames, before the state says the build is installed.
  */
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -22,18 +31,23 @@ import { snapshotBeforeChange } from './backups.js';
 import { reported, type UpdateManager } from './client.js';
 import {
   AbortedError,
+  AnswerTooLargeError,
+  BlockedError,
   DiskSpaceError,
   HttpError,
   IntegrityError,
+  type LockHolder,
   ManifestError,
   RollbackError,
   StateError,
 } from './errors.js';
 import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './game-manifest.js';
 import { chunkConnections, downloadInto } from './download.js';
+import { FolderGuard, lockHolder, withLock } from './guard.js';
 import { ChunkBuffer, Hasher } from './hasher.js';
 import { withRetries } from './http.js';
 import { gameTrustedComment, prehash } from './minisign.js';
+import { removeDurably, writeDurably } from './state.js';
 
 /** The verified answer of `GET /api/game/check-update`. */
 export type GameCheckAnswer = paths['/api/game/check-update']['get']['responses'][200]['content']['application/json'];
@@ -87,7 +101,10 @@ export interface GameUpdateResult {
    */
   readonly left: string[];
   readonly downloadedBytes: number;
-  /** Bytes taken from files already on disk for the files rebuilt (kept files not counted). */
+  /**
+   * Bytes taken from files already on disk for the files rebuilt (kept files not counted): from the
+   * game's files, and from the work files an earlier run (cut short) kept.
+   */
   readonly reusedBytes: number;
   readonly mirrors: MirrorReport[];
 }
@@ -111,6 +128,8 @@ export interface GameRepairResult {
 export interface GameStatus {
   readonly installed: { version: string; buildCode: number } | null;
   readonly underWay: { from: number | null; to: number } | null;
+  /** Only while another operation holds the state folder's lock: who (the game may be changing right now). */
+  readonly busy?: LockHolder;
 }
 
 export type GameManagerEvents = {
@@ -131,9 +150,11 @@ interface OperationRecord {
   readonly to: number;
   /** `assembling`: nothing in the game folder changed yet; `renaming`: every file is ready in `work`. */
   readonly phase: 'assembling' | 'renaming';
-  /** Work files (names inside the work folder) and the managed path each becomes. */
-  readonly renames: readonly { readonly work: string; readonly path: string }[];
+  /** Work files (names inside the work folder), the managed path each becomes, and whether it is new there. */
+  readonly renames: readonly { readonly work: string; readonly path: string; readonly kind?: Build['kind'] }[];
   readonly deletes: readonly string[];
+  /** The files the update left (see `GameUpdateResult.left`), told by the run that finishes it. */
+  readonly left?: readonly string[];
 }
 
 const DIR = 'game';
@@ -163,6 +184,8 @@ interface Plan {
   readonly left: string[];
   readonly unchanged: number;
   readonly quick: QuickState;
+  /** Files kept whose execute bit is not the manifest's. */
+  readonly modes: ManifestFile[];
 }
 
 const key = (p: string) => p.toLowerCase();
@@ -317,19 +340,24 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     return this.updates.state;
   }
 
-  /** The installed build and an operation under way (a killed run the next call finishes or undoes). */
+  /**
+   * The installed build, an operation under way (a killed run the next call finishes or undoes) and,
+   * while another process runs one, who (`busy`). Takes no lock: it answers while an operation runs.
+   */
   async status(): Promise<GameStatus> {
     const installed = await this.installed();
     const op = await this.state.readJson<OperationRecord | null>(OPERATION, null);
+    const busy = await lockHolder(this.state.dir);
     return {
       installed: installed && { version: installed.version, buildCode: installed.buildCode },
       underWay: op && { from: op.from, to: op.to },
+      ...(busy === null ? {} : { busy }),
     };
   }
 
   /** A verified `check-update` for the installed build; a lower `latest` without `downgrade` is a rollback. */
   async check(signal?: AbortSignal): Promise<GameCheckAnswer> {
-    return this.reported(async () => {
+    return reported(this, async () => {
       this.emit('checking-for-update');
       const installed = await this.installed();
       const buildCode = installed?.buildCode ?? 0;
@@ -352,8 +380,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
    * check-update, the signed manifest checked against it, then only what changed.
    */
   async update(options: GameOperationOptions & { buildCode?: number } = {}): Promise<GameUpdateResult> {
-    return this.reported(async () => {
-      await this.recover();
+    return this.locked('game-update', async (guard) => {
+      const finished = await this.recover(guard);
       const answer = await this.check(options.signal);
       const latest = answer.latest;
       if (latest === null)
@@ -366,19 +394,30 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const current = installed?.buildCode === latest.buildCode;
       const text = current ? await this.installedText() : await this.fetchManifest(latest, options.signal);
       const manifest = current ? installed : await this.checkAgainst(text, latest);
-      const outcome = await this.apply(manifest, text, installed, false, options);
-      const changed = outcome.builds.length + outcome.deletes.length > 0;
+      const outcome = await this.apply(manifest, text, installed, false, options, guard);
+      // A killed run this call finished counts as this update's: from the build installed before it.
+      const from = finished === null ? (installed?.buildCode ?? null) : finished.from;
+      const earlier = finished?.to === manifest.buildCode ? finished : null;
+      const kinds = new Map((earlier?.renames ?? []).map((r) => [r.path, r.kind ?? 'changed']));
+      for (const b of outcome.builds) kinds.set(b.file.path, b.kind);
+      const removed = new Set([...(earlier?.deletes ?? []), ...outcome.deletes]);
+      const count = (kind: Build['kind']) => [...kinds.values()].filter((k) => k === kind).length;
       const result: GameUpdateResult = {
-        result: installed === null ? 'installed' : current && !changed ? 'up-to-date' : 'updated',
-        from: installed?.buildCode ?? null,
+        result:
+          from === null
+            ? 'installed'
+            : from === manifest.buildCode && kinds.size + removed.size === 0
+              ? 'up-to-date'
+              : 'updated',
+        from,
         to: manifest.buildCode,
         files: {
-          added: outcome.builds.filter((b) => b.kind === 'added').length,
-          changed: outcome.builds.filter((b) => b.kind === 'changed').length,
-          removed: outcome.deletes.length,
-          unchanged: outcome.unchanged,
+          added: count('added'),
+          changed: count('changed'),
+          removed: removed.size,
+          unchanged: manifest.files.length - kinds.size,
         },
-        left: outcome.left,
+        left: [...new Set([...(earlier?.left ?? []), ...outcome.left])].sort(),
         downloadedBytes: outcome.downloadedBytes,
         reusedBytes: outcome.reusedBytes,
         mirrors: outcome.mirrors,
@@ -390,8 +429,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
 
   /** Compares every managed file with the installed manifest: quick (size and time recorded), or `full` (every byte hashed). */
   async verify(options: { full?: boolean; signal?: AbortSignal } = {}): Promise<GameVerifyResult> {
-    return this.reported(async () => {
-      await this.recover();
+    return this.locked('game-verify', async (guard) => {
+      await this.recover(guard);
       const manifest = await this.requireInstalled();
       const quick = await this.quickState();
       const missing: string[] = [];
@@ -415,24 +454,33 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     });
   }
 
-  /** Restores every missing or damaged file of the installed build (only the chunks that differ are fetched) and deletes `remove` matches. */
+  /**
+   * Restores every missing or damaged file of the installed build (only the chunks that differ are
+   * fetched) and deletes `remove` matches; a killed run it finishes counts as repaired. A managed
+   * path an empty folder occupies is restored (the folder removed); one a folder with files in it
+   * occupies is left, and once everything else is repaired, `BlockedError` names it (with what was
+   * repaired and removed); a link there is `UnsafePathError`, before anything is written.
+   */
   async repair(options: GameOperationOptions = {}): Promise<GameRepairResult> {
-    return this.reported(async () => {
-      await this.recover();
+    return this.locked('game-repair', async (guard) => {
+      const finished = await this.recover(guard);
       const manifest = await this.requireInstalled();
       const text = await this.installedText();
-      const outcome = await this.apply(manifest, text, manifest, true, options);
-      return {
-        repaired: outcome.builds.map((b) => b.file.path),
-        removed: outcome.deletes,
-        downloadedBytes: outcome.downloadedBytes,
-        mirrors: outcome.mirrors,
+      const outcome = await this.apply(manifest, text, manifest, true, options, guard);
+      const done = {
+        repaired: [
+          ...new Set([...(finished?.renames ?? []).map((r) => r.path), ...outcome.builds.map((b) => b.file.path)]),
+        ],
+        removed: [...new Set([...(finished?.deletes ?? []), ...outcome.deletes])],
       };
+      if (outcome.blocked.length > 0) throw new BlockedError(outcome.blocked, done);
+      return { ...done, downloadedBytes: outcome.downloadedBytes, mirrors: outcome.mirrors };
     });
   }
 
-  private reported<T>(work: () => Promise<T>): Promise<T> {
-    return reported(this, work);
+  /** `work` holding the state folder's lock (`BusyError` when another operation holds it), with a guard of its own. */
+  private locked<T>(operation: string, work: (guard: FolderGuard) => Promise<T>): Promise<T> {
+    return reported(this, () => withLock(this.state.dir, operation, () => work(new FolderGuard(this.gameDir))));
   }
 
   /** The manifest's exact bytes, read up to its signed `manifestSize` (at most 64 MiB). */
@@ -445,7 +493,15 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       throw new ManifestError(`manifestSize ${latest.manifestSize} is not from 1 byte to ${MAX_MANIFEST_BYTES}`);
     }
     const url = this.updates.url(`/api/game/builds/${latest.buildCode}/manifest`);
-    return this.updates.verifiedBody(url, { maxBytes: latest.manifestSize, signal });
+    try {
+      return await this.updates.verifiedBody(url, { maxBytes: latest.manifestSize, signal });
+    } catch (err) {
+      // Longer than its signed size: not the signed manifest (a verification refusal, as a wrong hash is).
+      if (err instanceof AnswerTooLargeError) {
+        throw new ManifestError(`the manifest answer is longer than its signed manifestSize ${latest.manifestSize}`);
+      }
+      throw err;
+    }
   }
 
   /** The manifest, checked against the rules and the verified check-update that named it. */
@@ -569,6 +625,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const quick = await this.quickState();
     const before = new Map((installed?.files ?? []).map((f) => [key(f.path), f]));
     const builds: Build[] = [];
+    const modes: ManifestFile[] = [];
     let unchanged = 0;
     const stats = await statAll(target.files.map((f) => path.join(this.gameDir, f.path)));
     for (const [done, file] of target.files.entries()) {
@@ -598,6 +655,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       if (stat !== null && stat.isFile() && (await this.matches(file, stat, sameQuick ? quick : {}, !sameQuick))) {
         quick[file.path] = { size: stat.size, mtimeMs: stat.mtimeMs };
         unchanged++;
+        // Kept (an old copy's file adopted, say), with the execute bit the manifest asks where there is one.
+        if (process.platform !== 'win32' && ((stat.mode & 0o111) !== 0) !== file.executable) modes.push(file);
       } else {
         builds.push({ file, kind });
       }
@@ -615,7 +674,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       else left.push(old.path);
     }
     for (const file of await this.removeMatches(target)) deletes.add(file);
-    return { builds, deletes: [...deletes].sort(), left: left.sort(), unchanged, quick };
+    return { builds, deletes: [...deletes].sort(), left: left.sort(), unchanged, quick, modes };
   }
 
   /**
@@ -663,7 +722,12 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
    * Plans, gathers and swaps in `target`; the state then records it as installed. Each file to build
    * is a work file (its name stable for its path and content, so that a run cut short is resumed
    * from what it wrote); every chunk is hashed once as it is read or downloaded and written straight
-   * to each place the builds need it, then each work file is checked whole.
+   * to each place the builds need it, then each work file is checked whole. Every path to write or
+   * delete is checked by `guard` before the first write and again before the first rename: a link is
+   * `UnsafePathError`; a path in the way (a folder with files in it) stops an update (`BlockedError`,
+   * nothing renamed) and is left out of a repair (answered in `blocked`). A failure before the first
+   * rename clears the record: nothing is under way, the work files are kept for the next run; a
+   * cancel (`AbortedError`) keeps it, as a kill does, and the next call resumes.
    */
   private async apply(
     target: GameManifest,
@@ -671,32 +735,59 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     installed: GameManifest | null,
     full: boolean,
     options: GameOperationOptions,
+    guard: FolderGuard,
   ) {
-    const { signal } = options;
     const plan = await this.plan(target, installed, full, options);
+    const filesDir = path.join(this.workDir, 'files');
+    const inGame = (file: string) => path.join(this.gameDir, file);
+    // May each path be touched? Before the first write (the snapshot, the work folder).
+    const workInTheWay = guard.check(filesDir, 'folder');
+    if (workInTheWay !== null) throw new BlockedError([workInTheWay]);
+    // A dropped file left in place (changed since installed) is still refused when it is a link.
+    await guard.checkAll([...plan.deletes, ...plan.left].map(inGame), 'delete');
+    await guard.checkAll(
+      plan.modes.map((f) => inGame(f.path)),
+      'file',
+    );
+    const inTheWay = await guard.checkAll(
+      plan.builds.map((b) => inGame(b.file.path)),
+      'file',
+    );
+    const blocked = new Set(inTheWay.filter((p) => p !== null));
+    if (blocked.size > 0 && !full) throw new BlockedError([...blocked].sort());
+    const builds = plan.builds.filter((_, i) => inTheWay[i] === null);
     const mirrors: MirrorReport[] = this.mirrors.map((url) => ({ url, chunks: 0, failures: 0 }));
     const done = {
-      builds: plan.builds,
+      builds: builds as readonly Build[],
       deletes: plan.deletes,
       unchanged: plan.unchanged,
       left: plan.left,
       mirrors,
       downloadedBytes: 0,
       reusedBytes: 0,
+      blocked: [...blocked].sort(),
     };
-    if (plan.builds.length === 0 && plan.deletes.length === 0 && installed?.buildCode === target.buildCode) {
+    const modes = async () => {
+      for (const file of plan.modes) {
+        const stat = await statOrNull(inGame(file.path));
+        if (stat === null) continue;
+        const mode = stat.mode & 0o7777;
+        await guard.chmod(inGame(file.path), file.executable ? mode | 0o111 : mode & ~0o111);
+      }
+    };
+    if (builds.length === 0 && plan.deletes.length === 0 && installed?.buildCode === target.buildCode) {
+      await modes();
       await this.state.writeJson(FILES, plan.quick);
       return done;
     }
     // WTF is kept before anything of the game folder changes (an `initial` file may be written there).
     await snapshotBeforeChange(this.state, this.gameDir, full ? 'game-repair' : 'game-update', options.keep);
-    const filesDir = path.join(this.workDir, 'files');
     await fs.promises.mkdir(filesDir, { recursive: true });
-    const renames = plan.builds.map(({ file }) => ({ work: workName(file), path: file.path }));
+    const renames = builds.map(({ file, kind }) => ({ work: workName(file), path: file.path, kind }));
     const wanted = new Set(renames.map((r) => r.work));
     // Work files of another target (an earlier run toward another build) are of no use.
     for (const entry of await fs.promises.readdir(filesDir)) {
-      if (!wanted.has(entry)) await fs.promises.rm(path.join(filesDir, entry), { recursive: true, force: true });
+      if (!wanted.has(entry)) await guard.removeTree(path.join(filesDir, entry));
     }
     const record: OperationRecord = {
       from: installed?.buildCode ?? null,
@@ -704,17 +795,61 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       phase: 'assembling',
       renames,
       deletes: plan.deletes,
+      left: plan.left,
     };
     await this.state.writeJson(OPERATION, record);
+    let ready: OperationRecord;
+    try {
+      const assembled = await this.assemble({ target, installed, record, builds }, options, done.mirrors);
+      done.downloadedBytes = assembled.downloadedBytes;
+      done.reusedBytes = assembled.reusedBytes;
+      // Every path to replace or delete, once more, just before the first rename.
+      const late = await guard.beforeRenames(
+        renames.map((r) => inGame(r.path)),
+        plan.deletes.map(inGame),
+      );
+      const lateBlocked = new Set(late.filter((p) => p !== null));
+      if (lateBlocked.size > 0 && !full) throw new BlockedError([...lateBlocked].sort());
+      done.blocked = [...new Set([...done.blocked, ...lateBlocked])].sort();
+      done.builds = builds.filter((_, i) => late[i] === null);
+      ready = { ...record, phase: 'renaming', renames: renames.filter((_, i) => late[i] === null) };
+      await writeDurably(path.join(this.workDir, 'manifest.json'), text);
+    } catch (err) {
+      if (!(err instanceof AbortedError)) await removeDurably(path.join(this.state.dir, OPERATION));
+      throw err;
+    }
+    await this.state.writeJson(OPERATION, ready);
+    await this.finish(ready, guard);
+    await modes();
+    return done;
+  }
 
+  /**
+   * Fills and checks every work file of `job.record` (what an earlier run wrote is kept): free space
+   * checked first, chunks gathered, each work file checked whole.
+   */
+  private async assemble(
+    job: {
+      readonly target: GameManifest;
+      readonly installed: GameManifest | null;
+      readonly record: OperationRecord;
+      readonly builds: readonly Build[];
+    },
+    options: GameOperationOptions,
+    mirrors: MirrorReport[],
+  ): Promise<{ downloadedBytes: number; reusedBytes: number }> {
+    const { signal } = options;
+    const { builds } = job;
+    const { renames } = job.record;
+    const filesDir = path.join(this.workDir, 'files');
     // What an earlier run wrote is kept; the space still to fill is checked before a byte is written.
     const workStats = await statAll(renames.map(({ work }) => path.join(filesDir, work)));
     const partial = new Set(renames.filter((_, i) => workStats[i]?.isFile()).map(({ work }) => work));
     const allocated = workStats.reduce((sum, stat) => sum + (stat?.isFile() ? stat.blocks * 512 : 0), 0);
-    const buildBytes = plan.builds.reduce((sum, b) => sum + b.file.size, 0);
+    const buildBytes = builds.reduce((sum, b) => sum + b.file.size, 0);
     await this.checkSpace(Math.max(0, buildBytes - allocated));
     await sizeAll(
-      plan.builds.map(({ file }, i) => ({
+      builds.map(({ file }, i) => ({
         file: path.join(filesDir, renames[i]!.work),
         size: file.size,
         keep: partial.has(renames[i]!.work),
@@ -723,7 +858,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
 
     // Where each chunk goes: every (work file, offset) of the builds.
     const places = new Map<string, { size: number; at: Place[] }>();
-    for (const [i, { file }] of plan.builds.entries()) {
+    for (const [i, { file }] of builds.entries()) {
       let offset = 0;
       for (const [name, size] of file.chunks) {
         const entry = places.get(name) ?? { size, at: [] };
@@ -736,13 +871,14 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     // Each place filled is told to the whole checks, on their thread.
     const hasher = new Hasher();
     try {
-      const sources = await this.sources(target, installed);
-      const { downloadedBytes, reusedBytes } = await this.gather(places, sources, mirrors, hasher, options);
+      const sources = await this.sources(job.target, job.installed);
+      const gathered = await this.gather(places, sources, mirrors, hasher, options);
 
-      // Each work file checked whole (a chunk list that does not make the file is refused here).
-      for (const [i, { file }] of plan.builds.entries()) {
+      // Each work file checked whole (a chunk list that does not make the file is refused here); once
+      // `whole` has answered for a file, the hashing thread has flushed it to disk.
+      for (const [i, { file }] of builds.entries()) {
         checkAbort(signal);
-        options.onProgress?.({ phase: 'assemble', files: plan.builds.length, done: i });
+        options.onProgress?.({ phase: 'assemble', files: builds.length, done: i });
         const out = path.join(filesDir, renames[i]!.work);
         if ((await hasher.whole(out, file.size)) !== file.sha256) {
           await fs.promises.rm(out, { force: true });
@@ -750,16 +886,10 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
         }
         await fs.promises.chmod(out, file.executable ? 0o755 : 0o644);
       }
-      done.downloadedBytes = downloadedBytes;
-      done.reusedBytes = reusedBytes;
+      return gathered;
     } finally {
       await hasher.close();
     }
-
-    await fs.promises.writeFile(path.join(this.workDir, 'manifest.json'), text);
-    await this.state.writeJson(OPERATION, { ...record, phase: 'renaming' });
-    await this.finish({ ...record, phase: 'renaming' });
-    return done;
   }
 
   /** `DiskSpaceError` unless the game folder's file system has `bytes` free. */
@@ -843,9 +973,13 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
             holder ??= place;
           else empty.push(place);
         }
+        // Chunks taken from work files an earlier run kept count as reused (kept in place, or copied).
+        reusedBytes += size * (at.length - empty.length);
         if (empty.length === 0) continue;
-        if (holder !== null && (await chunkAt(holder.file, holder.offset, chunk, { write: empty }, into, hasher)))
+        if (holder !== null && (await chunkAt(holder.file, holder.offset, chunk, { write: empty }, into, hasher))) {
+          reusedBytes += size * empty.length;
           continue;
+        }
         if (await this.fromDisk(chunk, empty, sources.get(name) ?? [], into, hasher)) {
           reusedBytes += size * empty.length;
           continue;
@@ -865,17 +999,20 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     return { downloadedBytes: bytes, reusedBytes };
   }
 
-  /** Finishes an operation whose files are all ready: renames them in, deletes, records the build. */
-  private async finish(record: OperationRecord): Promise<void> {
+  /**
+   * Finishes an operation whose files are all ready: renames them in and deletes (each through the
+   * guard), flushes the folders they changed, then records the build (the installed manifest and
+   * `files.json` written durably, the record deleted), then deletes the work folder.
+   */
+  private async finish(record: OperationRecord, guard: FolderGuard): Promise<void> {
     const filesDir = path.join(this.workDir, 'files');
     for (const { work, path: target } of record.renames) {
       const from = path.join(filesDir, work);
       if ((await statOrNull(from)) === null) continue; // renamed before a kill
-      const to = path.join(this.gameDir, target);
-      await fs.promises.mkdir(path.dirname(to), { recursive: true });
-      await fs.promises.rename(from, to);
+      await guard.replace(from, path.join(this.gameDir, target));
     }
-    for (const file of record.deletes) await fs.promises.rm(path.join(this.gameDir, file), { force: true });
+    for (const file of record.deletes) await guard.remove(path.join(this.gameDir, file));
+    await guard.flush();
     const text = await fs.promises.readFile(path.join(this.workDir, 'manifest.json'));
     const manifest = GameManager.parse(text, true);
     const quick = await this.quickState();
@@ -884,18 +1021,19 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const stat = await statOrNull(path.join(this.gameDir, target));
       if (stat !== null) quick[target] = { size: stat.size, mtimeMs: stat.mtimeMs };
     }
-    await fs.promises.mkdir(path.join(this.state.dir, DIR), { recursive: true });
-    await fs.promises.writeFile(path.join(this.state.dir, `${MANIFEST}.tmp`), text);
-    await fs.promises.rename(path.join(this.state.dir, `${MANIFEST}.tmp`), path.join(this.state.dir, MANIFEST));
+    await writeDurably(path.join(this.state.dir, MANIFEST), text);
     await this.state.writeJson(FILES, quick);
-    await fs.promises.rm(path.join(this.state.dir, OPERATION), { force: true });
-    await fs.promises.rm(this.workDir, { recursive: true, force: true });
+    await removeDurably(path.join(this.state.dir, OPERATION));
+    await guard.removeTree(this.workDir);
   }
 
-  /** A killed run: finished when it was renaming, else undone (its downloaded chunks kept for the next run). */
-  private async recover(): Promise<void> {
+  /**
+   * A killed run: finished when it was renaming (answered, for the call to tell), else undone (its
+   * downloaded chunks kept for the next run).
+   */
+  private async recover(guard: FolderGuard): Promise<OperationRecord | null> {
     const record = await this.state.readJson<OperationRecord | null>(OPERATION, null);
-    if (record === null) return;
+    if (record === null) return null;
     if (!Array.isArray(record.renames) || !Array.isArray(record.deletes)) {
       throw new StateError(`${OPERATION} is not an operation record`);
     }
@@ -906,10 +1044,11 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       if (typeof p !== 'string' || pathFault(p) !== null) throw new StateError(`${OPERATION} names ${String(p)}`);
     }
     if (record.phase === 'renaming') {
-      await this.finish(record);
-      return;
+      await this.finish(record, guard);
+      return record;
     }
     // Nothing of the game folder changed; what the work files hold is kept for the next run.
-    await fs.promises.rm(path.join(this.state.dir, OPERATION), { force: true });
+    await removeDurably(path.join(this.state.dir, OPERATION));
+    return null;
   }
 }

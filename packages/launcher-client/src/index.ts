@@ -60,6 +60,8 @@ export {
   AbortedError,
   AnswerTooLargeError,
   ArchiveError,
+  BlockedError,
+  BusyError,
   ClockError,
   ConflictError,
   DigestError,
@@ -68,6 +70,7 @@ export {
   HttpError,
   IntegrityError,
   LauncherClientError,
+  type LockHolder,
   ManifestError,
   NetworkError,
   NotFoundError,
@@ -76,6 +79,7 @@ export {
   SignatureError,
   StaleAnswerError,
   StateError,
+  UnsafePathError,
   UsageError,
 } from './errors.js';
 export { archiveFingerprints, type FolderFingerprint, folderFingerprint } from './fingerprint.js';

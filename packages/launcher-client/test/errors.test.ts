@@ -62,6 +62,21 @@ describe('the error classes', () => {
     expect(said(60_000)).toBe('1 minute ahead');
   });
 
+  it('BusyError, UnsafePathError and BlockedError: no verification failures, with the fields a launcher acts on', () => {
+    const busy = new client.BusyError({ pid: 4242, operation: 'game-update', since: '2026-12-05T10:00:00.000Z' });
+    expect(busy).toMatchObject({ name: 'BusyError', kind: 'busy', verification: false, pid: 4242 });
+    expect(busy.message).toMatch(/pid 4242\) is running game-update/);
+    expect(busy.details).toEqual({ pid: 4242, operation: 'game-update', since: '2026-12-05T10:00:00.000Z' });
+    const unsafe = new client.UnsafePathError('Data', 'is a symbolic link or junction');
+    expect(unsafe).toMatchObject({ name: 'UnsafePathError', kind: 'unsafe-path', verification: false, path: 'Data' });
+    expect(unsafe.details).toEqual({ path: 'Data' });
+    const blocked = new client.BlockedError(['old.dll'], { repaired: ['WoW.exe'], removed: [] });
+    expect(blocked).toMatchObject({ name: 'BlockedError', kind: 'blocked', verification: false, paths: ['old.dll'] });
+    expect(blocked.details).toEqual({ paths: ['old.dll'], repaired: ['WoW.exe'], removed: [] });
+    expect(new client.BlockedError(['a', 'b']).details).toEqual({ paths: ['a', 'b'] });
+    expect(new client.StateError('x').details).toEqual({});
+  });
+
   it('names and kinds are literal types a program can switch on', () => {
     expectTypeOf(new client.SignatureError('x').kind).toEqualTypeOf<'signature'>();
     expectTypeOf(new client.SignatureError('x').name).toEqualTypeOf<'SignatureError'>();

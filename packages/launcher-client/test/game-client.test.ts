@@ -3,88 +3,53 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type BuiltManifest, type GameFile, manifestOf, publishBuild, sha256Of } from '../../../test/helpers/game.js';
+import { describe, expect, it } from 'vitest';
+import { type BuiltManifest, type GameFile, sha256Of } from '../../../test/helpers/game.js';
 import {
   AbortedError,
   AnswerTooLargeError,
   DiskSpaceError,
-  GameManager,
-  type GameManagerOptions,
   ManifestError,
   RollbackError,
   type TrustedKey,
   UpdateManager,
-  type UpdateManagerOptions,
 } from '../src/index.js';
 import { listSnapshots } from '../src/backups.js';
 import { gameTrustedComment, prehash } from '../src/minisign.js';
 import { StateFolder } from '../src/state.js';
 import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
-import { type Service, signLikeTheService, startService } from './helpers.js';
-
-const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
-const KiB = 1024;
+import {
+  CLI,
+  cli,
+  commonArgs,
+  gameManager,
+  type GameOptions,
+  KiB,
+  lastJson,
+  publishGame,
+  read,
+  tempDir,
+  tree,
+  withService,
+} from './game-fixtures.js';
+import { type Service, signLikeTheService } from './helpers.js';
 
 let s: Service;
 let pinned: TrustedKey[];
 /** A trusted key that signs whatever it is given (a service gone wrong): hostile answers the client must refuse itself. */
 const rogue = generateKeyPairSync('ed25519');
 let withRogue: TrustedKey[];
-const dirs: string[] = [];
 
-beforeAll(async () => {
-  s = await startService();
-  pinned = await s.keys();
+withService((service, keys) => {
+  s = service;
+  pinned = keys;
   const raw = Buffer.from(rogue.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
   withRogue = [...pinned, { keyId: 'rogue', publicKey: raw }];
 });
-afterEach(() => {
-  s.proxy.rule = null;
-});
-afterAll(async () => {
-  await s.close();
-  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
-});
 
-function tempDir(prefix: string): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  dirs.push(dir);
-  return dir;
-}
-
-function game(
-  stateDir: string,
-  gameDir: string,
-  options: Partial<GameManagerOptions> & {
-    trustedKeys?: TrustedKey[];
-    deadlines?: Pick<UpdateManagerOptions, 'minBytesPerSecond' | 'stallTimeoutMs'>;
-  } = {},
-) {
-  const updates = new UpdateManager({
-    serverUrl: s.proxy.url,
-    trustedKeys: options.trustedKeys ?? pinned,
-    stateDir,
-    retry: { baseDelayMs: 10 },
-    ...options.deadlines,
-  });
-  return new GameManager({ updates, gameDir, app: 'app', ...options });
-}
-
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args]);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
-
-const lastJson = (text: string) => JSON.parse(text.trim().split('\n').at(-1) ?? 'null') as Record<string, unknown>;
+const game = (stateDir: string, gameDir: string, options: GameOptions = {}) =>
+  gameManager(s, pinned, stateDir, gameDir, options);
 
 const big = randomBytes(1024 * KiB);
 const exe = randomBytes(300 * KiB);
@@ -106,14 +71,9 @@ const BUILD2: GameFile[] = [
 let build1: BuiltManifest;
 let build2: BuiltManifest;
 
-async function publish(version: string, buildCode: number, files: GameFile[], extra: Record<string, unknown> = {}) {
-  const built = manifestOf({ version, buildCode }, files, extra);
-  const res = await publishBuild(s.t, { version, buildCode }, built);
-  expect(res.statusCode, res.body).toBe(201);
-  return built;
-}
+const publish = (version: string, buildCode: number, files: GameFile[], extra: Record<string, unknown> = {}) =>
+  publishGame(s, version, buildCode, files, extra);
 
-const read = (dir: string, file: string) => fs.readFileSync(path.join(dir, file));
 const chunkRequests = () => s.proxy.requests('/api/game/chunks/').length;
 
 describe('GameManager against the service through the proxy', () => {
@@ -235,11 +195,8 @@ describe('GameManager against the service through the proxy', () => {
   });
 });
 
-function common(stateDir: string, gameDir: string, keys: TrustedKey[] = pinned): string[] {
-  const trust = path.join(tempDir('game-trust-'), 'keys.json');
-  fs.writeFileSync(trust, JSON.stringify(keys));
-  return ['--server', s.proxy.url, '--trust', trust, '--state', stateDir, '--game-dir', gameDir, '--app', 'app'];
-}
+const common = (stateDir: string, gameDir: string, keys: TrustedKey[] = pinned) =>
+  commonArgs(s, keys, stateDir, gameDir);
 
 describe('a first install into a folder holding an old copy reuses the chunks it finds', () => {
   it('unpacked files at the manifest offsets are reused, not downloaded', async () => {
@@ -392,6 +349,8 @@ describe('mirrors, cuts and kills', () => {
     const result = await game(stateDir, gameDir).update();
     expect(result.result).toBe('installed');
     expect(chunkRequests() - before).toBe(build2.chunks.size - 2);
+    // The two chunks the work file kept count as reused.
+    expect(result.reusedBytes).toBe(2 * 64 * KiB);
     expect(await game(stateDir, gameDir).status()).toMatchObject({ underWay: null });
   });
 
@@ -443,7 +402,7 @@ describe('mirrors, cuts and kills', () => {
     const before = chunkRequests();
     const run = await cli(['game', 'update', ...common(stateDir, gameDir)]);
     expect(run.code, run.stderr).toBe(0);
-    expect(lastJson(run.stdout)).toMatchObject({ result: 'installed', to: 2 });
+    expect(lastJson(run.stdout)).toMatchObject({ result: 'installed', to: 2, reusedBytes: 3 * 64 * KiB });
     // The three chunks fetched before the kill are not fetched again, nor the `initial` WTF/Config.wtf's
     // (the player has one).
     expect(chunkRequests() - before).toBe(build2.chunks.size - 3 - 1);
@@ -574,11 +533,19 @@ describe('hostile answers are refused before a byte is written', () => {
     ).rejects.toBeInstanceOf(ManifestError);
   });
 
-  it('a manifest larger than manifestSize is not read past it', async () => {
+  it('a manifest longer than manifestSize is not read past it: not the signed manifest (kind manifest, exit 2)', async () => {
     serve(build2.text, 2, { manifestSize: 100 });
-    await expect(
-      game(tempDir('game-state-'), tempDir('game-x-'), { trustedKeys: withRogue }).update(),
-    ).rejects.toMatchObject({ kind: 'too-large' });
+    const stateDir = tempDir('game-state-');
+    const gameDir = tempDir('game-x-');
+    await expect(game(stateDir, gameDir, { trustedKeys: withRogue }).update()).rejects.toMatchObject({
+      kind: 'manifest',
+      message: expect.stringMatching(/longer than its signed manifestSize 100/) as unknown,
+    });
+    const run = await cli(['game', 'update', ...common(stateDir, gameDir, withRogue)]);
+    expect(run.code).toBe(2);
+    expect(lastJson(run.stderr)).toMatchObject({ kind: 'manifest' });
+    expect(fs.readdirSync(gameDir)).toEqual([]);
+    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: null });
   });
 
   it('a build below the installed one is a rollback unless downgrade', async () => {
@@ -653,6 +620,8 @@ describe('hostile answers are refused before a byte is written', () => {
     const run = await cli(['game', 'update', ...common(stateDir, gameDir, withRogue)]);
     expect(run.code).toBe(1);
     expect(lastJson(run.stderr)).toMatchObject({ kind: 'disk-space' });
+    // Refused before the first rename: nothing under way (a launcher may start the game).
+    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: null });
   });
 
   it('a chunk answer that streams past its size (no Content-Length) is cut there, nothing written (too-large)', async () => {
@@ -693,17 +662,6 @@ describe('hostile answers are refused before a byte is written', () => {
     expect(fs.readdirSync(gameDir).filter((f) => f !== '.patchwell-work')).toEqual([]);
   });
 });
-
-/** Every file below `dir` (but the launcher's work folder) and its bytes' SHA-256. */
-function tree(dir: string): Record<string, string> {
-  const files: Record<string, string> = {};
-  for (const entry of fs.readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const file = path.relative(dir, path.join(entry.parentPath, entry.name)).split(path.sep).join('/');
-    files[file] = sha256Of(fs.readFileSync(path.join(dir, file)));
-  }
-  return files;
-}
 
 describe('files a build no longer lists: only exact files still as installed are deleted, the player’s never', () => {
   it('an unchanged exact file is deleted; a changed one is left and named; initial files and player folders kept byte for byte', async () => {

@@ -1,0 +1,408 @@
+/**
+ * "May I touch this path?": the one place that answers it for every manager that changes the game
+ * folder (`GameManager`, `AddonManager`, the settings snapshots), after `game-files.md`, "On a
+ * player's real machine".
+ *
+ * - Links are not followed (`FolderGuard`, one per operation). A path is written, renamed or deleted
+ *   only inside the game folder, and never when it, or a folder on the way to it, is a symbolic link,
+ *   a junction (Windows reports it as a link) or a mount point (a folder on another device than the
+ *   game folder); the game folder itself may be a link. An operation asks `check`/`checkAll` at plan
+ *   time, before its first write, for every path it will write or delete (folders on the way are
+ *   looked at once per operation, so thousands of files in a few folders cost one `lstat` each);
+ *   `beforeRenames` asks again, afresh, just before the first rename (a link may have appeared while
+ *   it downloaded); every rename and delete then goes through `replace`, `remove`, `move` or
+ *   `removeTree`, which look at the path itself once more. A path refused is `UnsafePathError`; a
+ *   folder with files in it (or a file where a folder must be) where a file goes is answered as "in
+ *   the way", for the caller to report (`BlockedError`); an empty folder there is removed when the
+ *   file is renamed in. Node has no `openat`/`O_NOFOLLOW` walk, so a link made between that last
+ *   look and the rename is not seen: the looks narrow the window to one system call.
+ * - One operation at a time (`withLock`): every operation that changes the game folder or the state
+ *   folder holds `STATE/operation.lock` (`{pid, processStart, operation, since}`) while it runs; a
+ *   second stops at once with `BusyError` naming the process. A call made inside an operation (a
+ *   game update taking a settings snapshot) runs under the lock its operation holds (the holder is
+ *   known per asynchronous context), so it never waits for itself. A lock whose process is gone is
+ *   taken over. Against a process id used again by another program: on Linux the lock records the
+ *   process's start (the boot's id and the start time in `/proc/<pid>/stat`), and a lock whose pid
+ *   runs with another start is stale; other systems give no start time to a program without a native
+ *   module, so there a lock is stale only when no process has its id (a reused id keeps it busy until
+ *   that program ends; `BusyError` names the pid, and the lock file may be deleted by hand).
+ *
+ * The rules that come next on Windows have their one place each here: whether a path is replaceable
+ * now (not held by another process) belongs to `beforeRenames`, retries while a file is busy and
+ * making a read-only file writable to `alter`, through which every rename and delete goes.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { BlockedError, BusyError, type LockHolder, StateError, UnsafePathError } from './errors.js';
+import { syncFolder } from './state.js';
+
+/**
+ * What an operation means to do at a path: write a `file` there (a work file renamed over what is
+ * there), `delete` the file there, or rename a whole `folder` there or away.
+ */
+export type Intent = 'file' | 'delete' | 'folder';
+
+/** Synchronous looks are made in slices of this many paths, with a turn of the event loop between. */
+const SLICE = 1024;
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+const lstat = (file: string) => fs.lstatSync(file, { throwIfNoEntry: false }) ?? null;
+
+/** The guard of one operation on the game folder `root`. */
+export class FolderGuard {
+  readonly root: string;
+  /** Folders on the way (relative) found to be real folders of the game folder's device, in this operation. */
+  private readonly folders = new Map<string, true | { inTheWay: string }>();
+  /** Folders whose entries this operation changed: flushed by `flush`. */
+  private readonly touched = new Set<string>();
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+  }
+
+  /** `file` relative to the game folder, `/`-separated (`UnsafePathError` when it is outside). */
+  relative(file: string): string {
+    const rel = path.relative(this.root, path.resolve(file));
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
+      throw new UnsafePathError(file, 'is outside the game folder');
+    }
+    return rel.split(path.sep).join('/');
+  }
+
+  /** The device of the game folder (through a link, if it is one), or null while it does not exist. */
+  private device(): number | null {
+    return fs.statSync(this.root, { throwIfNoEntry: false })?.dev ?? null;
+  }
+
+  /** What the folder `rel` on the way is: a real folder (`true`), absent (`false`), or a file in the way. */
+  private folder(rel: string): boolean | { inTheWay: string } {
+    if (rel === '.' || rel === '') return true;
+    const known = this.folders.get(rel);
+    if (known !== undefined) return known;
+    const parent = this.folder(path.posix.dirname(rel));
+    if (parent !== true) return parent;
+    const stat = lstat(path.join(this.root, rel));
+    if (stat === null) return false; // made by the operation itself later: not cached
+    const found = this.kind(rel, stat) === 'folder' ? true : { inTheWay: rel };
+    this.folders.set(rel, found);
+    return found;
+  }
+
+  /** `UnsafePathError` for a link or a mount point at `rel`; else whether it is a folder or something else. */
+  private kind(rel: string, stat: fs.Stats): 'folder' | 'other' {
+    if (stat.isSymbolicLink()) throw new UnsafePathError(rel, 'is a symbolic link or junction');
+    if (!stat.isDirectory()) return 'other';
+    if (stat.dev !== this.device()) throw new UnsafePathError(rel, 'is a mount point (another device)');
+    return 'folder';
+  }
+
+  /**
+   * May `file` be touched as `intent` says? `UnsafePathError` when it or a folder on the way is a link
+   * or mount point (or it is outside the game folder); else null, or the path (relative) in the way:
+   * a folder with files in it where a file is to be written, a file where a folder must be. An empty
+   * folder where a file goes is not in the way (`replace` removes it); nor is a folder where a file
+   * was to be deleted (`remove` leaves it).
+   */
+  check(file: string, intent: Intent): string | null {
+    const rel = this.relative(file);
+    const on = this.folder(path.posix.dirname(rel));
+    if (on === false) return null;
+    if (on !== true) return intent === 'delete' ? null : on.inTheWay;
+    const stat = lstat(path.join(this.root, rel));
+    if (stat === null || this.kind(rel, stat) !== 'folder' || intent !== 'file') return null;
+    return fs.readdirSync(path.join(this.root, rel)).length === 0 ? null : rel;
+  }
+
+  /** `check` of each file (in slices, the event loop turning between): each answer in order. */
+  async checkAll(files: readonly string[], intent: Intent): Promise<(string | null)[]> {
+    const answers: (string | null)[] = [];
+    for (const [i, file] of files.entries()) {
+      if (i % SLICE === SLICE - 1) await turn();
+      answers.push(this.check(file, intent));
+    }
+    return answers;
+  }
+
+  /**
+   * Just before an operation's first rename: every path to be replaced (`replace`, by a file) and
+   * deleted (`remove`) looked at again, afresh. Answers, per path of `replace`, the path in the way
+   * or null (see `check`); `UnsafePathError` as `check`.
+   */
+  async beforeRenames(replace: readonly string[], remove: readonly string[]): Promise<(string | null)[]> {
+    this.folders.clear();
+    await this.checkAll(remove, 'delete');
+    return this.checkAll(replace, 'file');
+  }
+
+  /**
+   * Checks that no folder under `dir` (inside the game folder) is a mount point, before it is deleted
+   * whole: a recursive delete does not follow links, but it goes down into a folder mounted there.
+   */
+  async checkTree(dir: string): Promise<void> {
+    this.check(dir, 'folder');
+    const device = this.device();
+    const walk = async (folder: string): Promise<void> => {
+      let entries: fs.Dirent[];
+      try {
+        entries = await fs.promises.readdir(folder, { withFileTypes: true });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR')
+          return;
+        throw err;
+      }
+      for (const entry of entries) {
+        if (!entry.isDirectory()) continue;
+        const sub = path.join(folder, entry.name);
+        if ((await fs.promises.lstat(sub)).dev !== device) {
+          throw new UnsafePathError(this.relative(sub), 'is a mount point (another device)');
+        }
+        await walk(sub);
+      }
+    };
+    await walk(dir);
+  }
+
+  /**
+   * The one rename into place of a file: `from` (a work file) becomes `to`, its folders made, an
+   * empty folder there removed first. `to` is looked at once more (`check`): a link is
+   * `UnsafePathError`, something in the way (come since `beforeRenames`) `BlockedError`.
+   */
+  async replace(from: string, to: string): Promise<void> {
+    const inTheWay = this.check(to, 'file');
+    if (inTheWay !== null) throw new BlockedError([inTheWay]);
+    const made = await fs.promises.mkdir(path.dirname(to), { recursive: true });
+    if (made !== undefined) this.touched.add(path.dirname(made));
+    if (lstat(to)?.isDirectory() === true) await this.alter({ op: 'rmdir', path: to });
+    await this.alter({ op: 'rename', from, to });
+  }
+
+  /** The one delete of a file: `file` unless it is absent or now a folder (left alone); a link is `UnsafePathError`. */
+  async remove(file: string): Promise<void> {
+    this.check(file, 'delete');
+    const stat = lstat(file);
+    if (stat !== null && !stat.isDirectory()) await this.alter({ op: 'unlink', path: file });
+  }
+
+  /** The one rename of a folder (an addon's, `WTF`) inside the game folder: both ends looked at first. */
+  async move(from: string, to: string): Promise<void> {
+    this.check(from, 'folder');
+    this.check(to, 'folder');
+    await this.alter({ op: 'rename', from, to });
+  }
+
+  /** Deletes the folder `dir` (a work folder of the launcher's, or a folder moved aside) whole: no mount point inside. */
+  async removeTree(dir: string): Promise<void> {
+    await this.checkTree(dir);
+    await this.alter({ op: 'rm', path: dir });
+  }
+
+  /** Sets the mode bits of `file` (the execute bit the manifest asks), never through a link. */
+  async chmod(file: string, mode: number): Promise<void> {
+    this.check(file, 'file');
+    if (lstat(file)?.isFile() === true) await fs.promises.chmod(file, mode);
+  }
+
+  /** Every rename and delete of the game folder, done here; the folders it changed are flushed by `flush`. */
+  private async alter(
+    change: { op: 'rename'; from: string; to: string } | { op: 'unlink' | 'rmdir' | 'rm'; path: string },
+  ): Promise<void> {
+    if (change.op === 'rename') {
+      await fs.promises.rename(change.from, change.to);
+      this.touched.add(path.dirname(change.from)).add(path.dirname(change.to));
+      return;
+    }
+    if (change.op === 'unlink') await fs.promises.unlink(change.path);
+    else if (change.op === 'rmdir') await fs.promises.rmdir(change.path);
+    else await fs.promises.rm(change.path, { recursive: true, force: true });
+    this.touched.add(path.dirname(change.path));
+  }
+
+  /** Flushes every folder whose entries this operation renamed or deleted (before the state says they are done). */
+  async flush(): Promise<void> {
+    for (const dir of this.touched) await syncFolder(dir);
+    this.touched.clear();
+  }
+}
+
+const LOCK = 'operation.lock';
+
+/** `STATE/operation.lock`: who holds it, and (Linux) since when its process runs. */
+interface LockRecord extends LockHolder {
+  /** `<boot id>:<start time in clock ticks>` on Linux; null where the system does not tell. */
+  readonly processStart: string | null;
+}
+
+/** The state folders whose lock the current asynchronous context holds (its operation and the calls it makes). */
+const holding = new AsyncLocalStorage<ReadonlySet<string>>();
+/** The state folders whose lock this process holds, in any context. */
+const heldHere = new Set<string>();
+
+/** `<boot id>:<start time>` of process `pid` (Linux), or null. */
+function processStart(pid: number): string | null {
+  if (process.platform !== 'linux') return null;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    return fields[19] === undefined ? null : `${boot}:${fields[19]}`;
+  } catch {
+    return null;
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/** The lock file's text and record (null when it is not one: written by hand, or cut short). */
+async function readLock(file: string): Promise<{ text: string; record: LockRecord | null } | null> {
+  let text: string;
+  try {
+    text = await fs.promises.readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new StateError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  try {
+    const record = JSON.parse(text) as LockRecord;
+    const valid =
+      Number.isSafeInteger(record.pid) &&
+      record.pid > 0 &&
+      typeof record.operation === 'string' &&
+      typeof record.since === 'string' &&
+      (record.processStart === null || typeof record.processStart === 'string');
+    return { text, record: valid ? record : null };
+  } catch {
+    return { text, record: null };
+  }
+}
+
+/** The holder of `record` when its process still runs it (see the header), else null: a stale lock. */
+function liveHolder(dir: string, record: LockRecord | null): LockHolder | null {
+  if (record === null) return null;
+  const holder = { pid: record.pid, operation: record.operation, since: record.since };
+  if (record.pid === process.pid) return heldHere.has(dir) ? holder : null;
+  if (!processAlive(record.pid)) return null;
+  const start = processStart(record.pid);
+  if (record.processStart !== null && start !== null && start !== record.processStart) return null;
+  return holder;
+}
+
+/** Creates `file` holding `text`, or `EEXIST`: written beside and linked in, so the lock is never seen half written. */
+async function createExclusive(file: string, text: string): Promise<void> {
+  const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+  await fs.promises.writeFile(temp, text, { flag: 'wx' });
+  try {
+    await fs.promises.link(temp, file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // A file system without hard links (FAT): created in place, a moment empty.
+    if (code === 'EEXIST' || !['EPERM', 'ENOTSUP', 'ENOSYS', 'EXDEV'].includes(code ?? '')) throw err;
+    await fs.promises.writeFile(file, text, { flag: 'wx' });
+  } finally {
+    await fs.promises.rm(temp, { force: true });
+  }
+}
+
+/** Takes a stale lock (whose text was `stale`) away; one another process took meanwhile is put back. */
+async function takeOver(file: string, stale: string): Promise<void> {
+  const aside = `${file}.${process.pid}.${randomUUID()}.stale`;
+  try {
+    await fs.promises.rename(file, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  try {
+    if ((await fs.promises.readFile(aside, 'utf8')) !== stale) await fs.promises.link(aside, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    await fs.promises.rm(aside, { force: true });
+  }
+}
+
+async function acquire(dir: string, operation: string): Promise<LockRecord> {
+  const file = path.join(dir, LOCK);
+  const record: LockRecord = {
+    pid: process.pid,
+    processStart: processStart(process.pid),
+    operation,
+    since: new Date().toISOString(),
+  };
+  const text = `${JSON.stringify(record)}\n`;
+  await fs.promises.mkdir(dir, { recursive: true });
+  for (let tries = 0; ; tries++) {
+    try {
+      await createExclusive(file, text);
+      return record;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw new StateError(`cannot write ${file}: ${(err as Error).message}`);
+      }
+    }
+    const found = await readLock(file);
+    if (found === null) continue; // released meanwhile
+    const holder = liveHolder(dir, found.record);
+    if (holder !== null) throw new BusyError(holder);
+    // Taken over, then tried again; a lock that keeps coming back stale is another's race won, not ours.
+    if (tries >= 3) throw new BusyError(found.record ?? { pid: 0, operation: 'unknown', since: 'unknown' });
+    await takeOver(file, found.text);
+  }
+}
+
+/** Deletes the lock when it is still `record`'s (a lock taken over meanwhile is not ours to delete). */
+async function release(dir: string, record: LockRecord): Promise<void> {
+  const file = path.join(dir, LOCK);
+  const found = await readLock(file).catch(() => null);
+  if (found?.record?.pid === record.pid && found.record.since === record.since) {
+    await fs.promises.rm(file, { force: true });
+  }
+}
+
+/**
+ * Runs `work` holding the operation lock of the state folder `stateDir` (`operation` names it to a
+ * second process): `BusyError` at once when another operation holds it. Inside `work`, a call of
+ * `withLock` for the same folder runs under the lock already held.
+ */
+export async function withLock<T>(stateDir: string, operation: string, work: () => Promise<T>): Promise<T> {
+  const dir = path.resolve(stateDir);
+  const held = holding.getStore();
+  if (held?.has(dir) === true) return work();
+  const record = await acquire(dir, operation);
+  heldHere.add(dir);
+  try {
+    return await holding.run(new Set([...(held ?? []), dir]), work);
+  } finally {
+    heldHere.delete(dir);
+    // A lock left behind (this folder gone, say) is taken over by the next operation: no failure of its own.
+    await release(dir, record).catch(() => undefined);
+  }
+}
+
+/** `withLock`, or nothing when another operation holds the lock: for what a reader does only when no one else changes things. */
+export async function whenUnlocked(stateDir: string, operation: string, work: () => Promise<void>): Promise<void> {
+  let ran = false;
+  try {
+    await withLock(stateDir, operation, () => {
+      ran = true;
+      return work();
+    });
+  } catch (err) {
+    if (ran || !(err instanceof BusyError)) throw err;
+  }
+}
+
+/** Who holds the operation lock of `stateDir` now, or null (none, or a stale one). */
+export async function lockHolder(stateDir: string): Promise<LockHolder | null> {
+  const dir = path.resolve(stateDir);
+  const found = await readLock(path.join(dir, LOCK));
+  return found === null ? null : liveHolder(dir, found.record);
+}
