@@ -10,7 +10,7 @@ import { type GameFile, RULE_BREAKS, SPEC_EXAMPLE } from '../../../test/helpers/
 import { apiToken, listen } from '../../../test/helpers/tus.js';
 import { gameTrustedComment } from 'patchwell-client/minisign';
 import { generateKeyPair, parseSecretKey, signFile } from '../src/minisign.js';
-import { errorOf, type Run, startCli } from './cli-process.js';
+import { errorOf, ROOT, type Run, startCli } from './cli-process.js';
 import { forward } from './forward.js';
 
 /**
@@ -391,4 +391,62 @@ describe("launcher-publish game refuses what would take the player's files, befo
     expect(errorOf(result)).toMatch(/^POST \/api\/admin\/game\/builds: 409 .*buildCode 2400 is not above 2500/);
     expect(await heldCodes()).not.toContain(2400);
   });
+});
+
+/** The arguments (`game …`) of the `launcher-publish game` command a document shows (after `<!-- example: launcher-publish game -->`). */
+function documentedCommand(file: string): string[] {
+  const doc = fs.readFileSync(path.join(ROOT, file), 'utf8');
+  const block =
+    /```sh\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf('<!-- example: launcher-publish game -->')))?.[1] ?? '';
+  const command =
+    block
+      .replace(/\\\n/g, ' ')
+      .split('\n')
+      .find((line) => line.startsWith('launcher-publish game ')) ?? '';
+  return [...command.matchAll(/'([^']*)'|(\S+)/g)].map(([, quoted, word]) => quoted ?? word ?? '').slice(1);
+}
+
+describe("the documents' launcher-publish game command", () => {
+  /** A played copy of the client: the game's files, and what the player and the game wrote in the player folders. */
+  const played: GameFile[] = [
+    ...SPEC_EXAMPLE,
+    { path: 'Data/common.MPQ', content: randomBytes(300_000) },
+    { path: 'realmlist.wtf', content: Buffer.from('set realmlist logon.example.test\n') },
+    { path: 'WTF/Account/PLAYER/SavedVariables/Foo.lua', content: Buffer.from('Foo = {}\n') },
+    { path: 'Interface/AddOns/Foo/Foo.toc', content: Buffer.from('## Title: Foo\n') },
+    { path: 'Screenshots/WoWScrnShot_1.jpg', content: Buffer.from('jpg') },
+    { path: 'Logs/Chat.log', content: Buffer.from('log') },
+    { path: 'Errors/crash.txt', content: Buffer.from('crash') },
+    { path: 'WDB/creaturecache.wdb', content: Buffer.from('wdb') },
+    { path: 'Cache/x.bin', content: Buffer.from('cache') },
+  ];
+
+  for (const [i, file] of ['docs/publishing.md', 'packages/publish/README.md'].entries()) {
+    it(`${file}: publishes a played copy of the client, leaving the player's files out`, async () => {
+      const args = documentedCommand(file);
+      expect(args).toContain('--initial');
+      const value = (name: string, given: string) => {
+        const at = args.indexOf(name);
+        expect(at, name).toBeGreaterThan(-1);
+        args[at + 1] = given;
+      };
+      const buildCode = 5000 + i;
+      value('--server', server);
+      value('--dir', folderOf(`played-${i}`, played));
+      value('--sign-key', keys.key);
+      value('--build-code', String(buildCode));
+      const result = await run(args);
+      expect(result.code, result.stderr).toBe(0);
+      const manifest = JSON.parse((await t.inject(`/api/game/builds/${buildCode}/manifest`)).body) as {
+        files: { path: string; policy?: string }[];
+      };
+      expect(manifest.files.map((f) => [f.path, f.policy ?? 'exact'])).toEqual([
+        ['Data/common.MPQ', 'exact'],
+        ['Data/patch-3.mpq', 'exact'],
+        ['WTF/Config.wtf', 'initial'],
+        ['WoW.exe', 'exact'],
+        ['realmlist.wtf', 'exact'],
+      ]);
+    });
+  }
 });
