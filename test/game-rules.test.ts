@@ -1,13 +1,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrationProvider } from '../src/db/migrations.js';
 import { admin, buildTestApp, type TestApp } from './helpers/app.js';
-import { createTestDatabase, ENGINE, type TestDatabase } from './helpers/db.js';
+import { createTestDatabase, databaseAt, ENGINE, type TestDatabase } from './helpers/db.js';
 import {
   type GameFile,
   manifestOf,
@@ -189,20 +187,6 @@ describe('the manifest rules at the service', () => {
     },
   );
 });
-
-/** A database migrated up to `migration` (not further), as an older service left it. */
-async function databaseAt(database: TestDatabase, migration: string): Promise<Kysely<unknown>> {
-  const config = database.config;
-  const raw = new Kysely<unknown>({
-    dialect:
-      config.kind === 'sqlite'
-        ? new SqliteDialect({ database: new SQLite(config.file) })
-        : new PostgresDialect({ pool: new pg.Pool({ connectionString: config.url, max: 1 }) }),
-  });
-  const migrated = await new Migrator({ db: raw, provider: migrationProvider }).migrateTo(migration);
-  expect(migrated.error).toBeUndefined();
-  return raw;
-}
 
 describe('builds stored before the rules (an upgraded service)', () => {
   let dir: string;

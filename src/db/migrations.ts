@@ -686,7 +686,8 @@ const m016GameBuildBroken: Migration = {
       const checked = checkManifest(manifest, { accepted: true });
       // A manifest the rules no longer read at all is broken too (the old rules refused all of these).
       const broken = checked.ok ? checked.broken : checked.error;
-      if (broken !== null) await builds.updateTable('game_builds').set({ broken }).where('build_code', '=', code).execute();
+      if (broken !== null)
+        await builds.updateTable('game_builds').set({ broken }).where('build_code', '=', code).execute();
     }
   },
 };

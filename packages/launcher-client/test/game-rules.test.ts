@@ -1,6 +1,5 @@
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -14,7 +13,7 @@ import {
   SPEC_REMOVE,
 } from '../../../test/helpers/game.js';
 import { GameManager, ManifestError, RollbackError, type TrustedKey, UpdateManager } from '../src/index.js';
-import { runCli, type Service, signLikeTheService, startService } from './helpers.js';
+import { rogueKey, runCli, type Service, signLikeTheService, startService } from './helpers.js';
 
 /**
  * Issue 51 at the launcher: a manifest that would take what is the player's (game-files.md as amended
@@ -26,31 +25,26 @@ import { runCli, type Service, signLikeTheService, startService } from './helper
  */
 
 let s: Service;
+/** The service's keys, which the launcher trusts. */
 let pinned: TrustedKey[];
-/** A trusted key that signs whatever the proxy hands it: a service (or its signing key) gone wrong. */
-const rogue = generateKeyPairSync('ed25519');
-let withRogue: TrustedKey[];
-const dirs: string[] = [];
+/** A key also trusted that re-signs what the proxy changes. */
+const rogue = rogueKey();
+const withRogue = () => [...pinned, rogue.trusted];
 
-const tempDir = (prefix: string) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  dirs.push(dir);
-  return dir;
-};
+/** The launcher's state folder and the game folder, removed with the service. */
+let stateDir: string;
+let gameDir: string;
 
 beforeAll(async () => {
   s = await startService();
   pinned = await s.keys();
-  const raw = Buffer.from(rogue.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
-  withRogue = [...pinned, { keyId: 'rogue', publicKey: raw }];
+  stateDir = s.stateDir();
+  gameDir = s.stateDir();
 });
 afterEach(() => {
   s.proxy.rule = null;
 });
-afterAll(async () => {
-  await s.close();
-  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => s.close());
 
 /** Every folder and file under `root` (the game folder whole, the launcher's work folder included), files by SHA-256. */
 function treeOf(root: string): Record<string, string> {
@@ -96,10 +90,6 @@ const LATER_FILES: GameFile[] = [
 ];
 let later: BuiltManifest;
 
-const stateDir = tempDir('game-rules-state-');
-const gameDir = tempDir('game-rules-dir-');
-let trust: string;
-
 function game(trustedKeys: TrustedKey[] = pinned) {
   const updates = new UpdateManager({ serverUrl: s.proxy.url, trustedKeys, stateDir, retry: { baseDelayMs: 10 } });
   return new GameManager({ updates, gameDir, app: 'app' });
@@ -107,7 +97,7 @@ function game(trustedKeys: TrustedKey[] = pinned) {
 
 /** `launcher-client game update` on the same folders, trusting `keys`. */
 function cliUpdate(keys: TrustedKey[]) {
-  trust = path.join(tempDir('game-rules-trust-'), 'keys.json');
+  const trust = path.join(s.stateDir(), 'keys.json');
   fs.writeFileSync(trust, JSON.stringify(keys));
   return runCli([
     'game',
@@ -157,7 +147,7 @@ function serve(text: string, build: { version: string; buildCode: number }, answ
       ...base,
       status: 200,
       body,
-      headers: { ...base.headers, ...signLikeTheService(body, rogue.privateKey, 'rogue', seen.url) },
+      headers: { ...base.headers, ...signLikeTheService(body, rogue.privateKey, rogue.keyId, seen.url) },
     };
   };
 }
@@ -191,7 +181,7 @@ describe("the launcher and the manifest rules: nothing of the player's is ever l
       const before = treeOf(gameDir);
       const chunks = s.proxy.requests('/api/game/chunks/').length;
 
-      const failure = await game(withRogue)
+      const failure = await game(withRogue())
         .update()
         .catch((err: unknown) => err);
       expect(failure).toBeInstanceOf(ManifestError);
@@ -199,7 +189,7 @@ describe("the launcher and the manifest rules: nothing of the player's is ever l
       expect(message.startsWith(`the manifest breaks the rules: ${row.rule}`), message).toBe(true);
       expect(treeOf(gameDir)).toEqual(before);
 
-      const run = await cliUpdate(withRogue);
+      const run = await cliUpdate(withRogue());
       expect(run.code, run.stderr).toBe(2);
       expect(run.failure).toMatchObject({ kind: 'manifest' });
       expect(run.failure?.error).toContain(row.rule);
@@ -230,8 +220,8 @@ describe("the launcher and the manifest rules: nothing of the player's is ever l
   it('a correctly signed offer of a lower build without downgrade (1183 after 2000) is a rollback: exit 2, nothing written', async () => {
     serve(manifestOf(SPEC_BUILD, SPEC_EXAMPLE, SPEC_REMOVE).text, SPEC_BUILD, { downgrade: false });
     const before = treeOf(gameDir);
-    await expect(game(withRogue).update()).rejects.toBeInstanceOf(RollbackError);
-    const run = await cliUpdate(withRogue);
+    await expect(game(withRogue()).update()).rejects.toBeInstanceOf(RollbackError);
+    const run = await cliUpdate(withRogue());
     expect(run.code).toBe(2);
     expect(run.failure).toMatchObject({ kind: 'rollback' });
     expect(treeOf(gameDir)).toEqual(before);

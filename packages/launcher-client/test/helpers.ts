@@ -3,7 +3,7 @@
  * cut off, refuse or replay what passes, and records every request it saw.
  */
 import { spawn } from 'node:child_process';
-import { createHash, type KeyObject, sign } from 'node:crypto';
+import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import fs from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
@@ -251,6 +251,17 @@ export function signLikeTheService(
     'signature-input': `sig1=${params}`,
     signature: `sig1=:${sign(null, Buffer.from(base), key).toString('base64')}:`,
   };
+}
+
+/**
+ * A key pair the client is made to trust beside the service's keys, that signs whatever a test hands
+ * it (with `signLikeTheService`): a service, or its signing key, gone wrong. What it signs must be
+ * refused by the client's own checks.
+ */
+export function rogueKey(keyId = 'rogue'): { keyId: string; privateKey: KeyObject; trusted: TrustedKey } {
+  const pair = generateKeyPairSync('ed25519');
+  const raw = Buffer.from(pair.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
+  return { keyId, privateKey: pair.privateKey, trusted: { keyId, publicKey: raw } };
 }
 
 /** Files left in a state folder's downloads (none after a refused download). */
