@@ -3,6 +3,7 @@ import '../scripts/node-version.mjs';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, startupNotes, startupWarnings } from './config.js';
 import { openDatabase } from './db/index.js';
+import { brokenBuildWarnings } from './modules/game/service.js';
 import { HeapGrowth } from './modules/system/heap.js';
 import { openStorage } from './storage/index.js';
 
@@ -47,6 +48,7 @@ async function main(): Promise<void> {
   log.info(`database: ${where}; files: ${store}; admin console at /admin, API docs at /docs`);
   for (const note of startupNotes(config)) log.info(note);
   for (const warning of startupWarnings(config)) log.warn(warning);
+  for (const warning of await brokenBuildWarnings(app.ctx.db)) log.warn(warning);
   // Retention and the online history: each instance tries every minute, one at a time runs.
   app.ctx.housekeeping.start((err) => log.error({ err }, 'device housekeeping failed'));
   app.ctx.resumable.start(10 * 60_000, (err) => log.error({ err }, 'expired upload sweep failed'));

@@ -1,16 +1,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Kysely, Migrator, PostgresDialect, sql, SqliteDialect } from 'kysely';
-import SQLite from 'better-sqlite3';
-import pg from 'pg';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/db/index.js';
-import { migrationProvider } from '../src/db/migrations.js';
 import { covers, tokenRole } from '../src/domain/roles.js';
 import { totpCode } from '../src/modules/auth/totp.js';
 import { admin, ADMIN, buildTestApp, login, multipartBody, sessionCookieOf, type TestApp } from './helpers/app.js';
-import { createTestDatabase } from './helpers/db.js';
+import { createTestDatabase, databaseAt } from './helpers/db.js';
 import { inOneWindow, MINUTE_MS } from './helpers/windows.js';
 
 /*
@@ -313,19 +310,11 @@ describe('migration', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-accounts-'));
     const database = await createTestDatabase(dir);
     try {
-      const config = database.config;
-      const raw = new Kysely<unknown>({
-        dialect:
-          config.kind === 'sqlite'
-            ? new SqliteDialect({ database: new SQLite(config.file) })
-            : new PostgresDialect({ pool: new pg.Pool({ connectionString: config.url, max: 1 }) }),
-      });
-      const migrated = await new Migrator({ db: raw, provider: migrationProvider }).migrateTo('002_catalogue');
-      expect(migrated.error).toBeUndefined();
+      const raw = await databaseAt(database, '002_catalogue');
       await sql`insert into users (id, username, password_hash, created_at, updated_at)
                 values ('old', 'veteran', 'x', '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')`.execute(raw);
       await raw.destroy();
-      const handle = await openDatabase(config);
+      const handle = await openDatabase(database.config);
       const row = await handle.db
         .selectFrom('users')
         .select(['role', 'disabled'])

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { signatureBase, type SigningKey, verifiedInputs } from '../docs/examples/verify.js';
 import { loadConfig } from '../src/config.js';
+import { checkManifest } from '../src/domain/game-manifest.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -22,6 +23,29 @@ describe('README', () => {
     const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
     const quoted = /<!-- docs\/examples\/verify\.ts -->\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
     expect(quoted).toBe(fs.readFileSync(path.join(ROOT, 'docs/examples/verify.ts'), 'utf8'));
+  });
+});
+
+describe('docs/game-client.md', () => {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/game-client.md'), 'utf8');
+  /** The document from `<!-- example: name -->` on. */
+  const example = (name: string) => doc.slice(doc.indexOf(`<!-- example: ${name} -->`));
+  const manifest = /```json\n([\s\S]*?)```/.exec(example('a valid manifest'))?.[1] ?? '';
+
+  it("its example manifest (the spec's: a listed file matching a remove pattern) passes the rules", () => {
+    const checked = checkManifest(manifest);
+    expect(checked.ok && checked.manifest.remove).toEqual(['Data/patch-*.mpq']);
+  });
+
+  it('each remove pattern of its table is valid or refused against that build, as the table says', () => {
+    const rows = [...example('remove patterns').matchAll(/^\| `([^`]+)` +\| (valid|refused)\b/gm)];
+    expect(rows.length).toBeGreaterThanOrEqual(10);
+    for (const [, pattern, verdict] of rows) {
+      const checked = checkManifest(JSON.stringify({ ...JSON.parse(manifest), remove: [pattern] }));
+      expect(checked.ok ? 'valid' : checked.error, pattern).toSatisfy((answer: string) =>
+        verdict === 'valid' ? answer === 'valid' : answer.startsWith(`remove[0]: "${pattern}" `),
+      );
+    }
   });
 });
 

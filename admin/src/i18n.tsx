@@ -320,7 +320,10 @@ const en = {
   noBuilds: 'No builds yet: publish the client folder with the command above.',
   gamePublishCommand: 'Publish a build (from CI or a shell)',
   gamePublishHint:
-    'LAUNCHER_TOKEN is an API token of a publisher (Account page); the manifest names this service\'s APP_NAME by itself; --dir is the client folder; the build code must be higher than every published one. Only the chunks the service lacks are uploaded: "New bytes" is what each build cost the store.',
+    'LAUNCHER_TOKEN is an API token of a publisher (Account page); the manifest names this service\'s APP_NAME by itself; --dir is the client folder; the build code must be higher than every build here, published, scheduled or revoked (a lower one is refused: 409); a file in a player folder (WTF/, Interface/, Screenshots/, Logs/, Errors/, WDB/, Cache/) must be given as --initial or left out with --exclude. Only the chunks the service lacks are uploaded: "New bytes" is what each build cost the store.',
+  gameBroken: 'Broken: not offered',
+  gameBrokenHint:
+    'Stored before the manifest rules of 2026-12-05, which it breaks (the rule is below): it stays listed, but launchers are never offered it; check-update offers the highest valid build. Publish a valid build above it.',
   confirmRevokeBuild:
     'Revoke {version}? It is never offered again, its manifest answers 410, and every launcher on it is sent back to the newest build before it (a downgrade).',
   confirmUnrevokeBuild: 'Unrevoke {version}? It is offered again.',
@@ -641,7 +644,10 @@ const zh: Record<MessageKey, string> = {
   noBuilds: '还没有构建：用上面的命令发布客户端文件夹。',
   gamePublishCommand: '发布一个构建（在 CI 或终端中运行）',
   gamePublishHint:
-    'LAUNCHER_TOKEN 是发布者的 API 令牌（在“账户”页面创建）；清单自动使用本服务的 APP_NAME；--dir 是客户端文件夹；构建号必须高于所有已发布的构建。只上传服务缺少的分块：“新增字节”即每个构建实际占用的存储。',
+    'LAUNCHER_TOKEN 是发布者的 API 令牌（在“账户”页面创建）；清单自动使用本服务的 APP_NAME；--dir 是客户端文件夹；构建号必须高于本服务已有的所有构建（已发布、定时或已撤回），更低的会被拒绝（409）；玩家文件夹（WTF/、Interface/、Screenshots/、Logs/、Errors/、WDB/、Cache/）中的文件必须用 --initial 指定或用 --exclude 排除。只上传服务缺少的分块：“新增字节”即每个构建实际占用的存储。',
+  gameBroken: '违规：不推送',
+  gameBrokenHint:
+    '此构建存储于 2026-12-05 清单规则生效之前，且违反这些规则（见下方）：它仍会列出，但永远不会推送给启动器，检查更新会推送最高的有效构建。请在它之上发布一个有效构建。',
   confirmRevokeBuild:
     '确定撤回 {version} 吗？它将不再推送，其清单返回 410，使用它的启动器将被退回到它之前的最新构建（降级）。',
   confirmUnrevokeBuild: '确定取消撤回 {version} 吗？它将重新推送。',

@@ -1,4 +1,5 @@
 import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
+import { checkManifest } from '../domain/game-manifest.js';
 
 /*
  * One migration history for SQLite and PostgreSQL. Only portable types are used: text for ids and
@@ -665,6 +666,32 @@ const m015StoredFileNames: Migration = {
   },
 };
 
+/**
+ * Game builds that break the player-safety rules of 2026-12-05 (game-files.md): stored before the
+ * rules, they stay stored and listed, but are never offered by check-update. `broken` holds the
+ * first rule a build breaks (null: none), read once here for the builds already stored, one manifest
+ * at a time (a manifest may be tens of MiB); a build created since is checked whole, so it is null.
+ */
+const m016GameBuildBroken: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.alterTable('game_builds').addColumn('broken', 'text').execute();
+    const builds = db as Kysely<{ game_builds: { build_code: number; manifest: string; broken: string | null } }>;
+    const codes = await builds.selectFrom('game_builds').select('build_code').execute();
+    for (const { build_code: code } of codes) {
+      const { manifest } = await builds
+        .selectFrom('game_builds')
+        .select('manifest')
+        .where('build_code', '=', code)
+        .executeTakeFirstOrThrow();
+      const checked = checkManifest(manifest, { accepted: true });
+      // A manifest the rules no longer read at all is broken too (the old rules refused all of these).
+      const broken = checked.ok ? checked.broken : checked.error;
+      if (broken !== null)
+        await builds.updateTable('game_builds').set({ broken }).where('build_code', '=', code).execute();
+    }
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '001_core': m001Core,
   '002_catalogue': m002Catalogue,
@@ -681,6 +708,7 @@ export const migrations: Record<string, Migration> = {
   '013_release_folders': m013ReleaseFolders,
   '014_game_builds': m014GameBuilds,
   '015_stored_file_names': m015StoredFileNames,
+  '016_game_build_broken': m016GameBuildBroken,
 };
 
 export const migrationProvider: MigrationProvider = {

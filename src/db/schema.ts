@@ -396,6 +396,11 @@ export interface GameBuildsTable {
   downloadCount: number;
   createdAt: string;
   updatedAt: string;
+  /**
+   * The first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored
+   * before the rules, kept and listed but never offered. Null for every build created since.
+   */
+  broken: string | null;
 }
 
 export interface GameBuildChunksTable {

@@ -17,6 +17,7 @@ import {
   type Service,
   startService,
 } from './browser.js';
+import { checkManifest } from '../../src/domain/game-manifest.js';
 import { manifestOf } from '../helpers/game.js';
 
 let service: Service;
@@ -940,6 +941,46 @@ describe('admin console in Chromium against the real service', () => {
     await page.getByTestId('lang-switch').getByText('中文').click();
     await row.getByTestId('build-changelog').getByText('新副本').waitFor();
     await screenshot(page, '19-game-zh');
+  });
+
+  it('marks a build stored before the manifest rules: a badge, the rule it breaks, in both languages; never offered', async () => {
+    // An older service accepted a build of no file (issue 51): the upgrade's migration marked it, as here.
+    const { text } = manifestOf({ version: '1.2.0', buildCode: 3 }, []);
+    const checked = checkManifest(text, { accepted: true });
+    const broken = checked.ok ? checked.broken : null;
+    expect(broken).toBe('files: a build lists at least one file');
+    const db = new Database(path.join(service.dir, 'app.db'));
+    const at = new Date().toISOString();
+    db.prepare(
+      `INSERT INTO game_builds (build_code, version, manifest, manifest_sha256, manifest_size, total_size, file_count,
+         chunk_count, new_bytes, created_at, updated_at, broken) VALUES (3, '1.2.0', ?, ?, ?, 0, 0, 0, 0, ?, ?, ?)`,
+    ).run(text, sha256(Buffer.from(text)), Buffer.byteLength(text), at, at, broken);
+    db.close();
+
+    const page = await newPage();
+    await login(page, base);
+    await page.getByTestId('nav-game').click();
+    const row = page.getByTestId('build-3');
+    await row.getByTestId('build-broken').getByText('Broken: not offered').waitFor();
+    expect(await row.getByTestId('build-broken-rule').textContent()).toBe('files: a build lists at least one file');
+    await row.getByTestId('build-broken').hover();
+    await page
+      .getByRole('tooltip')
+      .getByText(/never offered it/)
+      .waitFor();
+    // The valid builds carry no mark.
+    expect(await page.getByTestId('build-2').getByTestId('build-broken').count()).toBe(0);
+    const check = await getJson<{ latest: { buildCode: number } }>(`${base}/api/game/check-update?buildCode=0`);
+    expect(check.latest.buildCode).toBe(2);
+    await screenshot(page, '19-game-broken');
+    await page.mouse.move(0, 0);
+    await page.getByTestId('lang-switch').getByText('中文').click();
+    await row.getByTestId('build-broken').getByText('违规：不推送').waitFor();
+    await row.getByTestId('build-broken').hover();
+    await page
+      .getByRole('tooltip')
+      .getByText(/永远不会推送给启动器/)
+      .waitFor();
   });
 
   it('changes the password and logs in again with it', async () => {

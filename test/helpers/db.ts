@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import SQLite from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config.js';
+import { migrationProvider } from '../../src/db/migrations.js';
 
 /** Which engine this test run uses: set per Vitest project (`sqlite`, `postgres`). */
 export const ENGINE = (process.env.TEST_ENGINE ?? 'sqlite') as 'sqlite' | 'postgres';
@@ -36,4 +39,24 @@ export async function createTestDatabase(dir: string): Promise<TestDatabase> {
       await withAdmin((c) => c.query(`drop database if exists ${name} with (force)`));
     },
   };
+}
+
+/**
+ * `database` migrated up to `migration` and no further, as an older service left it: a connection
+ * without the service's name mapping (snake_case, as the migrations write), to be destroyed by the caller.
+ */
+export async function databaseAt(database: TestDatabase, migration: string): Promise<Kysely<unknown>> {
+  const config = database.config;
+  const raw = new Kysely<unknown>({
+    dialect:
+      config.kind === 'sqlite'
+        ? new SqliteDialect({ database: new SQLite(config.file) })
+        : new PostgresDialect({ pool: new pg.Pool({ connectionString: config.url, max: 1 }) }),
+  });
+  const migrated = await new Migrator({ db: raw, provider: migrationProvider }).migrateTo(migration);
+  if (migrated.error !== undefined) {
+    await raw.destroy();
+    throw new Error(`migrating to ${migration} failed: ${String(migrated.error)}`);
+  }
+  return raw;
 }

@@ -75,3 +75,65 @@ export async function publishBuild(
     payload: { ...build, manifest: manifest.text, ...body },
   });
 }
+
+/** A build of one file, `WoW.exe`, plus `files` (for manifests that break one rule each). */
+const exeFile: GameFile = { path: 'WoW.exe', content: Buffer.from('MZ the game') };
+const textFile = (path: string, content = path): GameFile => ({ path, content: Buffer.from(content) });
+
+/**
+ * Manifests that break the player-safety and path rules (issue 51's table, game-files.md as amended
+ * 2026-12-05), each with the words of the rule the refusal names: the service, the publish command
+ * and the launcher refuse every one.
+ */
+export const RULE_BREAKS: readonly {
+  name: string;
+  files: readonly GameFile[];
+  extra?: Record<string, unknown>;
+  rule: string;
+}[] = [
+  { name: 'no file (an empty folder)', files: [], rule: 'files: a build lists at least one file' },
+  {
+    name: 'WTF/Config.wtf not initial',
+    files: [exeFile, textFile('WTF/Config.wtf', 'SET realmlist "a"\n')],
+    rule: 'files[1].policy: "WTF/Config.wtf" is in a player folder',
+  },
+  {
+    name: 'an addon in Interface/ not initial',
+    files: [exeFile, textFile('Interface/AddOns/Foo/Foo.toc', '## Title: Foo\n')],
+    rule: 'files[1].policy: "Interface/AddOns/Foo/Foo.toc" is in a player folder',
+  },
+  {
+    name: 'remove "Logs/*"',
+    files: [exeFile, textFile('Data/patch-3.mpq')],
+    extra: { remove: ['Logs/*'] },
+    rule: 'remove[0]: "Logs/*" may not reach into the player folder "Logs/"',
+  },
+  {
+    name: 'remove "*" in a build that lists no top-level file',
+    files: [textFile('Data/patch-3.mpq'), textFile('Data/common.MPQ')],
+    extra: { remove: ['*'] },
+    rule: 'remove[0]: "*" must have at least two segments',
+  },
+  {
+    name: 'a CON.txt',
+    files: [exeFile, textFile('CON.txt')],
+    rule: 'files[1].path: "CON.txt" has a segment Windows reserves ("CON.txt")',
+  },
+  {
+    name: 'two names differing only in case',
+    files: [exeFile, textFile('Data/Patch-3.mpq'), textFile('data/patch-3.MPQ', 'other')],
+    rule: 'files: "data/patch-3.MPQ" and "Data/Patch-3.mpq" differ only in case',
+  },
+];
+
+/** game-files.md's own example: `Data/patch-3.mpq` listed, `remove: ["Data/patch-*.mpq"]` (valid). */
+export const SPEC_EXAMPLE: readonly GameFile[] = [
+  { path: 'WoW.exe', content: Buffer.from('MZ the game, build 1183'), extra: { executable: true } },
+  { path: 'Data/patch-3.mpq', content: Buffer.from('MPQ patch 3') },
+  {
+    path: 'WTF/Config.wtf',
+    content: Buffer.from('SET realmlist "logon.example.test"\n'),
+    extra: { policy: 'initial' },
+  },
+];
+export const SPEC_REMOVE = { remove: ['Data/patch-*.mpq'] };

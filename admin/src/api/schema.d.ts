@@ -1375,6 +1375,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;
@@ -1445,6 +1447,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;
@@ -1561,6 +1565,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;
@@ -1688,6 +1694,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;
@@ -1766,6 +1774,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;

@@ -11,6 +11,7 @@ import {
   Text,
   Textarea,
   Title,
+  Tooltip,
 } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -155,7 +156,19 @@ function BuildRow({ build, onEdit }: { build: GameBuild; onEdit: () => void }) {
             </Badge>
           )}
           {build.forceUpdate && <Badge variant="outline">{t('forceUpdate')}</Badge>}
+          {build.broken !== null && (
+            <Tooltip label={t('gameBrokenHint')} multiline w={360} withArrow>
+              <Badge color="red" variant="light" tt="none" data-testid="build-broken">
+                {t('gameBroken')}
+              </Badge>
+            </Tooltip>
+          )}
         </Group>
+        {build.broken !== null && (
+          <Text size="xs" c="red" data-testid="build-broken-rule">
+            {build.broken}
+          </Text>
+        )}
         <ScheduledBadge publishAt={build.publishAt} />
         <Text size="xs" c="dimmed" lineClamp={2} data-testid="build-changelog">
           {build.changelog}

@@ -2,7 +2,8 @@
  * The real service on loopback, with a small proxy between it and the client that can tamper with,
  * cut off, refuse or replay what passes, and records every request it saw.
  */
-import { createHash, type KeyObject, sign } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import fs from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
@@ -252,9 +253,53 @@ export function signLikeTheService(
   };
 }
 
+/**
+ * A key pair the client is made to trust beside the service's keys, that signs whatever a test hands
+ * it (with `signLikeTheService`): a service, or its signing key, gone wrong. What it signs must be
+ * refused by the client's own checks.
+ */
+export function rogueKey(keyId = 'rogue'): { keyId: string; privateKey: KeyObject; trusted: TrustedKey } {
+  const pair = generateKeyPairSync('ed25519');
+  const raw = Buffer.from(pair.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url').toString('base64');
+  return { keyId, privateKey: pair.privateKey, trusted: { keyId, publicKey: raw } };
+}
+
 /** Files left in a state folder's downloads (none after a refused download). */
 export function downloadsOf(stateDir: string): string[] {
   const dir = path.join(stateDir, 'downloads');
   if (!fs.existsSync(dir)) return [];
   return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' });
+}
+
+/** What a run of the `launcher-client` command printed, and how it exited. */
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** The last line of stdout as JSON (the answer), else null. */
+  last: unknown;
+  /** The last line of stderr as JSON (the failure's `{error, kind}`), else null. */
+  failure: { error?: string; kind?: string } | null;
+}
+
+/** Runs the `launcher-client` command from its sources. */
+export function runCli(args: string[]): Promise<CliRun> {
+  const cli = path.resolve(import.meta.dirname, '../src/cli.ts');
+  const lastJson = <T>(text: string): T | null => {
+    try {
+      return JSON.parse(text.trim().split('\n').at(-1) ?? '') as T;
+    } catch {
+      return null;
+    }
+  };
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', cli, ...args]);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) =>
+      resolve({ code, stdout, stderr, last: lastJson(stdout), failure: lastJson<CliRun['failure']>(stderr) }),
+    );
+  });
 }

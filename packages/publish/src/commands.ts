@@ -27,7 +27,10 @@ import {
   type Version,
 } from './api.js';
 import {
+  checkBuildCode,
+  checkClient,
   clientManifest,
+  heldBuilds,
   manifestOptions,
   manifestPrehash,
   manifestTrustedComment,
@@ -421,26 +424,36 @@ async function publishGame(options: ParsedOptions, context: Context): Promise<un
     forceUpdate: options.flag('force-update') || undefined,
     publishAt: publishAt(options),
   });
-  const manifestOf = async (app: string) => {
+  /** The folder's files, checked against the manifest rules before any is read (and anything sent). */
+  const clientOf = async (app: string) => {
     const build = manifestOptions(options, buildCode, app);
-    const files = await walkClient(options.require('dir'), options.all('exclude'));
+    const dir = options.require('dir');
+    const files = await walkClient(dir, options.all('exclude'));
+    checkClient(files, build, dir);
+    return { build, files };
+  };
+  const manifestOf = async ({ build, files }: Awaited<ReturnType<typeof clientOf>>) => {
     const manifest = await clientManifest(files, build, context);
-    return { build, manifest, trustedComment: manifestTrustedComment(build, manifest) };
+    return { manifest, trustedComment: manifestTrustedComment(build, manifest) };
   };
   const manifestOut = options.get('manifest-out');
   if (manifestOut !== undefined) {
     const app = options.get('app');
     if (app === undefined) throw new UsageError("--manifest-out: --app is required (the service's APP_NAME)");
-    const { manifest, trustedComment } = await manifestOf(app);
+    const { manifest, trustedComment } = await manifestOf(await clientOf(app));
     await fs.writeFile(manifestOut, manifest.text);
     const { files: count, totalBytes } = manifest;
     return { manifest: manifestOut, sha256: manifest.sha256, trustedComment, files: count, totalBytes };
   }
   options.require('server');
   return withApi(async (api) => {
-    const { build, manifest, trustedComment } = await manifestOf(serviceApp(options, await checkRole(api)));
+    const client = await clientOf(serviceApp(options, await checkRole(api)));
+    const builds = await heldBuilds(api);
+    checkBuildCode(builds, buildCode);
+    const { manifest, trustedComment } = await manifestOf(client);
     const manifestSignature = await signatureFor(options, context, manifestPrehash(manifest), trustedComment);
-    return publishBuild(api, build, manifest, { ...fields, ...defined({ manifestSignature }) }, context);
+    const buildFields = { ...fields, ...defined({ manifestSignature }) };
+    return publishBuild(api, client.build, manifest, buildFields, context, builds);
   })(options, context);
 }
 
@@ -508,7 +521,11 @@ export const commands: Record<string, Command> = {
         help: "the manifest's app: the service's APP_NAME (default: the service's; required with --manifest-out)",
       },
       version: { value: 'V', help: 'the build version, e.g. 1.18.3', required: true },
-      'build-code': { value: 'N', help: 'the integer build code (1 or more), unique', required: true },
+      'build-code': {
+        value: 'N',
+        help: 'the integer build code (1 or more), above every build the service holds',
+        required: true,
+      },
       ...changelog,
       'force-update': { help: 'force the update on launchers below this build' },
       'publish-at': {
@@ -518,12 +535,16 @@ export const commands: Record<string, Command> = {
       remove: {
         value: 'GLOB',
         multiple: true,
-        help: 'files launchers delete when the manifest does not list them (e.g. "Data/patch-*.mpq")',
+        help:
+          'files launchers delete when the manifest does not list them (e.g. "Data/patch-*.mpq": a top-level ' +
+          'folder holding a listed file, not a player folder, then a name)',
       },
       initial: {
         value: 'PATH',
         multiple: true,
-        help: 'files written only when absent, then left to the player (e.g. WTF/Config.wtf; globs too)',
+        help:
+          'files written only when absent, then left to the player (e.g. WTF/Config.wtf; globs too); every file ' +
+          'in a player folder (WTF/, Interface/, Screenshots/, Logs/, Errors/, WDB/, Cache/) must be one',
       },
       exclude: { value: 'GLOB', multiple: true, help: 'leave these paths (files or folders) out, e.g. "Logs/**"' },
       'sign-key': {
@@ -537,7 +558,7 @@ export const commands: Record<string, Command> = {
       'publisher-key': { value: 'PUB', help: 'with --signature: the minisign public key it must verify with' },
       'manifest-out': {
         value: 'FILE',
-        help: 'write the manifest to FILE (to sign it elsewhere) and upload nothing',
+        help: 'write the manifest to FILE (to sign it elsewhere) and upload nothing (only a manifest that passes the rules)',
       },
     },
     run: publishGame,

@@ -1,14 +1,16 @@
 /**
  * `launcher-publish game`: a game client folder published as a build (game-files.md). The folder is
- * walked (regular files only), each file cut into chunks (FastCDC), the manifest written; the service
- * is asked which chunks it lacks, only those are uploaded (several at once, under the command's retry
+ * walked (regular files only) and checked against the manifest rules (the module the service and the
+ * launcher check with), each file cut into chunks (FastCDC), the manifest written; the service is
+ * asked which chunks it lacks, only those are uploaded (several at once, under the command's retry
  * policy), then the build is created with an Idempotency-Key made from the manifest: a rerun uploads
- * nothing and creates nothing new.
+ * nothing and creates nothing new. A folder the service would refuse uploads nothing.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { minimatch } from 'minimatch';
+import { checkManifest, inPlayerFolder, PLAYER_FOLDERS } from 'patchwell-client/game-manifest';
 import { gameTrustedComment, prehash } from 'patchwell-client/minisign';
 import { type Api, ApiError, type GameBuild, type MissingChunks } from './api.js';
 import type { Context } from './commands.js';
@@ -82,17 +84,61 @@ export interface ManifestOptions {
   initial: readonly string[];
 }
 
-/** Cuts every file into chunks and writes the manifest (format 1); progress on `context.progress`. */
-export async function clientManifest(
-  files: readonly ClientFile[],
-  options: ManifestOptions,
-  context: Context,
-): Promise<ClientManifest> {
+/** Whether `--initial` marks the file at `filePath`. */
+const isInitial = (filePath: string, options: ManifestOptions) =>
+  options.initial.some((pattern) => minimatch(filePath, pattern, GLOB));
+
+/** The manifest's text (format 1) listing `files`. */
+const manifestText = (options: ManifestOptions, files: readonly object[]) => {
+  const { app, version, buildCode, remove } = options;
+  return JSON.stringify({ format: 1, app, version, buildCode, files, remove });
+};
+
+/**
+ * Refuses, before a byte of the folder is read, a folder whose manifest would break the manifest
+ * rules (`patchwell-client/game-manifest`, which the service and every launcher apply): its files'
+ * paths, policies and the `remove` patterns are checked as the manifest will list them (only the
+ * sizes, hashes and chunks, which the chunker makes, are not known yet). An empty folder and a file
+ * of a player folder not given as `--initial` are named with the option that fixes them.
+ */
+export function checkClient(files: readonly ClientFile[], options: ManifestOptions, dir: string): void {
+  if (files.length === 0) {
+    throw new UsageError(`--dir: no file to publish in ${dir} (after --exclude): a build lists at least one file`);
+  }
   for (const pattern of options.initial) {
     if (!files.some((file) => minimatch(file.path, pattern, GLOB))) {
       throw new UsageError(`--initial: no file of the folder matches ${pattern}`);
     }
   }
+  for (const file of files) {
+    if (!inPlayerFolder(file.path) || isInitial(file.path, options)) continue;
+    const top = file.path.slice(0, file.path.indexOf('/'));
+    throw new UsageError(
+      `${file.path}: is in the player folder ${top}/ (${PLAYER_FOLDERS.map((f) => `${f}/`).join(', ')} are the ` +
+        `player's): a build may only give a default written when absent, with --initial '${file.path}', or ` +
+        `leave it out with --exclude '${top}/**'`,
+    );
+  }
+  const listed = files.map((file) => ({
+    path: file.path,
+    size: 0,
+    sha256: '0'.repeat(64),
+    chunks: [],
+    ...(isInitial(file.path, options) ? { policy: 'initial' } : {}),
+  }));
+  const checked = checkManifest(manifestText(options, listed));
+  if (!checked.ok) throw new Error(`the manifest would break the rules (game-files.md): ${checked.error}`);
+}
+
+/**
+ * Cuts every file into chunks and writes the manifest (format 1); progress on `context.progress`.
+ * The files are those `checkClient` took.
+ */
+export async function clientManifest(
+  files: readonly ClientFile[],
+  options: ManifestOptions,
+  context: Context,
+): Promise<ClientManifest> {
   const chunker = new Chunker(GAME_CHUNK_SIZES);
   const totalBytes = files.reduce((sum, file) => sum + file.size, 0);
   const progress = progressReporter(context.progress, 'chunk');
@@ -106,19 +152,17 @@ export async function clientManifest(
       if (!chunks.has(sha256)) chunks.set(sha256, { file: file.file, offset, size });
       offset += size;
     }
-    const initial = options.initial.some((pattern) => minimatch(file.path, pattern, GLOB));
     listed.push({
       path: file.path,
       size: cut.size,
       sha256: cut.sha256,
       ...(file.executable ? { executable: true } : {}),
       chunks: cut.chunks,
-      ...(initial ? { policy: 'initial' } : {}),
+      ...(isInitial(file.path, options) ? { policy: 'initial' } : {}),
     });
   }
   progress.done();
-  const { app, version, buildCode, remove } = options;
-  const text = JSON.stringify({ format: 1, app, version, buildCode, files: listed, remove });
+  const text = manifestText(options, listed);
   return {
     text,
     sha256: createHash('sha256').update(text).digest('hex'),
@@ -196,12 +240,28 @@ export interface BuildFields {
   manifestSignature?: string;
 }
 
+/** Every build the service holds (the administrators' listing: scheduled and revoked ones too), highest first. */
+export const heldBuilds = (api: Api) => api.json<GameBuild[]>('GET', '/api/admin/game/builds');
+
 /**
- * The build of `buildCode` when the service holds it: this very manifest (a rerun: done), else a
- * conflict naming both.
+ * Refuses, before the folder is read, a `--build-code` the service would refuse (409): one not above
+ * every build it holds. A code it holds already may be a rerun of this folder (see `publishBuild`).
+ * The service stays the authority: a build published meanwhile is its 409.
  */
-async function existingBuild(api: Api, options: ManifestOptions, manifest: ClientManifest) {
-  const builds = await api.json<GameBuild[]>('GET', '/api/admin/game/builds');
+export function checkBuildCode(builds: readonly GameBuild[], buildCode: number): void {
+  const highest = builds.reduce((max, build) => Math.max(max, build.buildCode), 0);
+  if (buildCode > highest || builds.some((build) => build.buildCode === buildCode)) return;
+  throw new UsageError(
+    `--build-code ${buildCode} is not above ${highest}, the highest build the service holds (published, ` +
+      'scheduled or revoked): launchers only move up, so the service refuses it (409)',
+  );
+}
+
+/**
+ * The build of `buildCode` among `builds`: this very manifest (a rerun: done), else a conflict
+ * naming both.
+ */
+function existingBuild(builds: readonly GameBuild[], options: ManifestOptions, manifest: ClientManifest) {
   const existing = builds.find((build) => build.buildCode === options.buildCode);
   if (existing === undefined || existing.manifestSha256 === manifest.sha256) return existing;
   throw new Error(
@@ -210,13 +270,17 @@ async function existingBuild(api: Api, options: ManifestOptions, manifest: Clien
   );
 }
 
-/** Publishes the build: only missing chunks uploaded, then the build created (or found: a rerun). */
+/**
+ * Publishes the build: only missing chunks uploaded, then the build created (or found in `builds`,
+ * the service's builds read before the folder: a rerun).
+ */
 export async function publishBuild(
   api: Api,
   options: ManifestOptions,
   manifest: ClientManifest,
   fields: BuildFields,
   context: Context,
+  builds: readonly GameBuild[],
 ) {
   const answer = (uploaded: { uploadedChunks: number; uploadedBytes: number }) => ({
     build: { version: options.version, buildCode: options.buildCode },
@@ -225,7 +289,7 @@ export async function publishBuild(
     ...uploaded,
     totalBytes: manifest.totalBytes,
   });
-  if ((await existingBuild(api, options, manifest)) !== undefined) {
+  if (existingBuild(builds, options, manifest) !== undefined) {
     return answer({ uploadedChunks: 0, uploadedBytes: 0 });
   }
   const uploaded = await uploadChunks(api, manifest, await missingChunks(api, manifest), context);
@@ -243,7 +307,7 @@ export async function publishBuild(
       // 409: a concurrent run made this buildCode first; 422: the same key with other fields (a
       // rerun with another changelog). Done when the build there is this manifest.
       const raced = err instanceof ApiError && (err.status === 409 || err.status === 422);
-      if (!raced || (await existingBuild(api, options, manifest)) === undefined) throw err;
+      if (!raced || existingBuild(await heldBuilds(api), options, manifest) === undefined) throw err;
     });
   return answer(uploaded);
 }

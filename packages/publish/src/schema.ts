@@ -144,6 +144,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;
@@ -214,6 +216,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before the rules, kept and listed but never offered by check-update; null for every valid build */
+                            broken: string | null;
                             buildCode: number;
                             changelog: string;
                             changelogEn: string;

@@ -6,10 +6,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admin, buildTestApp, type TestApp } from '../../../test/helpers/app.js';
+import { type GameFile, RULE_BREAKS, SPEC_EXAMPLE } from '../../../test/helpers/game.js';
 import { apiToken, listen } from '../../../test/helpers/tus.js';
 import { gameTrustedComment } from 'patchwell-client/minisign';
 import { generateKeyPair, parseSecretKey, signFile } from '../src/minisign.js';
-import { errorOf, type Run, startCli } from './cli-process.js';
+import { errorOf, ROOT, type Run, startCli } from './cli-process.js';
 import { forward } from './forward.js';
 
 /**
@@ -25,7 +26,18 @@ let proxy: http.Server;
 let dir: string;
 let keys: { pub: string; key: string };
 /** `failing`: a prefix of `METHOD /path` answered with the `failures` statuses (one each) first. */
-const proxied = { chunkPuts: 0, putBytes: 0, failures: [] as number[], failing: '', refusedPuts: 0 };
+const proxied = {
+  chunkPuts: 0,
+  putBytes: 0,
+  failures: [] as number[],
+  failing: '',
+  refusedPuts: 0,
+  /** Missing-chunks questions and build creations that reached the service. */
+  missingAsks: 0,
+  creations: 0,
+  /** Done (once) before the next missing-chunks question goes on: what another publisher does meanwhile. */
+  beforeMissing: null as (() => Promise<void>) | null,
+};
 
 beforeAll(async () => {
   const pair = await generateKeyPair('');
@@ -45,6 +57,16 @@ beforeAll(async () => {
       return;
     }
     if (req.method === 'PUT' && req.url?.startsWith('/api/admin/game/chunks/')) proxied.chunkPuts += 1;
+    if (req.method === 'POST' && req.url === '/api/admin/game/builds') proxied.creations += 1;
+    if (req.method === 'POST' && req.url === '/api/admin/game/chunks/missing') {
+      proxied.missingAsks += 1;
+      const meanwhile = proxied.beforeMissing;
+      proxied.beforeMissing = null;
+      if (meanwhile !== null) {
+        void meanwhile().then(() => forward(base, req, res, () => undefined));
+        return;
+      }
+    }
     forward(base, req, res, (bytes) => (proxied.putBytes += bytes));
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
@@ -55,7 +77,18 @@ afterAll(async () => {
   await t.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
-beforeEach(() => Object.assign(proxied, { chunkPuts: 0, putBytes: 0, failures: [], failing: '', refusedPuts: 0 }));
+beforeEach(() =>
+  Object.assign(proxied, {
+    chunkPuts: 0,
+    putBytes: 0,
+    failures: [],
+    failing: '',
+    refusedPuts: 0,
+    missingAsks: 0,
+    creations: 0,
+    beforeMissing: null,
+  }),
+);
 
 const run = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
   startCli(args, { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(dir, 'state.json'), ...env }).done;
@@ -74,6 +107,9 @@ interface Answer {
   uploadedBytes: number;
   totalBytes: number;
 }
+
+/** What the fixture folder holds of the player's: the settings as a default, the rest left out. */
+const PLAYER = ['--initial', 'WTF/Config.wtf', '--exclude', 'Logs/**', '--exclude', 'Interface/**'];
 
 const answerOf = (result: Run): Answer => JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '') as Answer;
 
@@ -175,7 +211,7 @@ describe('launcher-publish game', () => {
     fs.writeFileSync(big, Buffer.concat([bytes.subarray(0, 8 * MiB), randomBytes(MiB), bytes.subarray(8 * MiB)]));
     proxied.failing = 'PUT /api/admin/game/chunks/';
     proxied.failures = [503, 429, 502];
-    const result = await run(gameArgs(root, 2, ['--exclude', 'Logs/**', '--exclude', 'Interface/**']));
+    const result = await run(gameArgs(root, 2, PLAYER));
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr.match(/retry \d\/5 in 0 s: PUT \/api\/admin\/game\/chunks\/[0-9a-f]{64}: \d+/g)).toHaveLength(
       3,
@@ -194,7 +230,7 @@ describe('launcher-publish game', () => {
     const stops = client('stops');
     proxied.failing = 'PUT /api/admin/game/chunks/';
     proxied.failures = Array<number>(500).fill(503);
-    const result = await run(gameArgs(stops, 7, ['--exclude', 'Logs/**', '--exclude', 'Interface/**']));
+    const result = await run(gameArgs(stops, 7, PLAYER));
     expect(result.code).toBe(1);
     expect(errorOf(result)).toMatch(/^PUT \/api\/admin\/game\/chunks\/[0-9a-f]{64}: 503/);
     // The four uploads under way, each tried six times; no further chunk taken.
@@ -202,15 +238,6 @@ describe('launcher-publish game', () => {
     expect(proxied.chunkPuts).toBe(0);
     const builds = (await admin(t, 'GET', '/api/admin/game/builds')).json<{ buildCode: number }[]>();
     expect(builds.map((b) => b.buildCode)).not.toContain(7);
-  });
-
-  it('a manifest the service refuses: its {error} naming the fault, no build', async () => {
-    const bad = client('bad');
-    fs.writeFileSync(path.join(bad, 'Data', 'AUX.mpq'), 'reserved');
-    const result = await run(gameArgs(bad, 3, ['--exclude', 'Logs/**']));
-    expect(result.code).toBe(1);
-    expect(errorOf(result)).toMatch(/400 .*Data\/AUX\.mpq/);
-    expect((await admin(t, 'GET', '/api/admin/game/builds')).json<unknown[]>()).toHaveLength(2);
   });
 
   it("--app other than the service's APP_NAME: a usage error before anything is uploaded, no build", async () => {
@@ -234,7 +261,7 @@ describe('launcher-publish game', () => {
   it('--manifest-out writes the manifest and uploads nothing; --signature made elsewhere over it publishes it', async () => {
     const signed = client('signed');
     const out = path.join(dir, 'manifest.json');
-    const args = ['--exclude', 'Logs/**', '--exclude', 'Interface/**'];
+    const args = PLAYER;
     // No service is asked: the app must be given.
     const withoutApp = ['--dir', signed, '--version', '1.18.5', '--build-code', '5', '--manifest-out', out];
     const noApp = await run(['game', ...withoutApp, ...args]);
@@ -273,4 +300,153 @@ describe('launcher-publish game', () => {
     expect(refused.code).toBe(1);
     expect(errorOf(refused)).toMatch(/--signature: its trusted comment is "game=acme buildCode=5 /);
   });
+});
+
+/** A folder holding `files` (a row of the rules' table, or the spec's example). */
+function folderOf(name: string, files: readonly GameFile[]): string {
+  const root = path.join(dir, name);
+  fs.mkdirSync(root, { recursive: true });
+  for (const file of files) {
+    fs.mkdirSync(path.dirname(path.join(root, file.path)), { recursive: true });
+    fs.writeFileSync(path.join(root, file.path), file.content);
+  }
+  return root;
+}
+
+/** Nothing of the build reached the service: no missing-chunks question, no chunk, no creation. */
+function nothingSent() {
+  expect(proxied).toMatchObject({ missingAsks: 0, chunkPuts: 0, putBytes: 0, creations: 0 });
+}
+
+describe("launcher-publish game refuses what would take the player's files, before anything is uploaded", () => {
+  const heldCodes = async () =>
+    (await admin(t, 'GET', '/api/admin/game/builds')).json<{ buildCode: number }[]>().map((b) => b.buildCode);
+
+  for (const [i, row] of RULE_BREAKS.entries()) {
+    it(`${row.name}: exit 1 naming the path and the rule; nothing uploaded, no --manifest-out file`, async () => {
+      const folder = folderOf(`rule-${i}`, row.files);
+      const remove = ((row.extra?.remove as string[] | undefined) ?? []).flatMap((glob) => ['--remove', glob]);
+      const policy = /^files\[\d+\]\.policy: "([^"]+)"/.exec(row.rule)?.[1];
+      const expected =
+        row.files.length === 0
+          ? `--dir: no file to publish in ${folder} (after --exclude): a build lists at least one file`
+          : policy !== undefined
+            ? `${policy}: is in the player folder`
+            : `the manifest would break the rules (game-files.md): ${row.rule.replace(/^files\[\d+\]\./, '')}`;
+      const before = await heldCodes();
+
+      const published = await run(gameArgs(folder, 100 + i, remove));
+      expect(published.code, published.stderr).toBe(1);
+      const error = errorOf(published);
+      if (policy !== undefined) {
+        // Named with the option that fixes it.
+        expect(error).toMatch(new RegExp(`^${policy}: is in the player folder .* --initial '${policy}'`));
+      } else if (row.files.length === 0) expect(error).toBe(expected);
+      else expect(error.replace(/files\[\d+\]\./, '').startsWith(expected), error).toBe(true);
+      nothingSent();
+      expect(await heldCodes()).toEqual(before);
+
+      const out = path.join(dir, `rule-${i}.json`);
+      const written = await run([
+        'game',
+        ...['--dir', folder, '--app', 'acme', '--version', '1', '--build-code', String(100 + i), '--manifest-out', out],
+        ...remove,
+      ]);
+      expect(written.code).toBe(1);
+      expect(errorOf(written)).toBe(error);
+      expect(fs.existsSync(out)).toBe(false);
+    });
+  }
+
+  it("the spec's example passes (Data/patch-3.mpq listed with --remove 'Data/patch-*.mpq'); a --build-code not above the latest is refused before a file is cut or anything sent", async () => {
+    const example = folderOf('spec-example', SPEC_EXAMPLE);
+    const args = ['--initial', 'WTF/Config.wtf', '--remove', 'Data/patch-*.mpq'];
+    const published = await run(gameArgs(example, 2018, args));
+    expect(published.code, published.stderr).toBe(0);
+    const manifest = JSON.parse((await t.inject('/api/game/builds/2018/manifest')).body) as { remove: string[] };
+    expect(manifest.remove).toEqual(['Data/patch-*.mpq']);
+
+    // Issue 51's row: 1190 after 2018 was stored and never offered to anyone.
+    Object.assign(proxied, { missingAsks: 0, chunkPuts: 0, putBytes: 0, creations: 0 });
+    const lower = await run(gameArgs(example, 1190, args));
+    expect(lower.code).toBe(1);
+    expect(errorOf(lower)).toBe(
+      '--build-code 1190 is not above 2018, the highest build the service holds (published, scheduled or revoked): ' +
+        'launchers only move up, so the service refuses it (409)',
+    );
+    expect(lower.stderr).not.toContain('chunk:');
+    nothingSent();
+    expect(await heldCodes()).not.toContain(1190);
+  });
+
+  it('the service stays the authority: a higher build published meanwhile makes it refuse the creation (409)', async () => {
+    const folder = folderOf('overtaken', [{ path: 'WoW.exe', content: randomBytes(1000) }]);
+    // Another publisher's build 2500 lands once this run has checked the builds held.
+    proxied.beforeMissing = async () => {
+      const other = folderOf('other-publisher', [{ path: 'WoW.exe', content: randomBytes(1000) }]);
+      expect((await run(gameArgs(other, 2500))).code).toBe(0);
+    };
+    const result = await run(gameArgs(folder, 2400));
+    expect(result.code).toBe(1);
+    expect(errorOf(result)).toMatch(/^POST \/api\/admin\/game\/builds: 409 .*buildCode 2400 is not above 2500/);
+    expect(await heldCodes()).not.toContain(2400);
+  });
+});
+
+/** The arguments (`game …`) of the `launcher-publish game` command a document shows (after `<!-- example: launcher-publish game -->`). */
+function documentedCommand(file: string): string[] {
+  const doc = fs.readFileSync(path.join(ROOT, file), 'utf8');
+  const block =
+    /```sh\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf('<!-- example: launcher-publish game -->')))?.[1] ?? '';
+  const command =
+    block
+      .replace(/\\\n/g, ' ')
+      .split('\n')
+      .find((line) => line.startsWith('launcher-publish game ')) ?? '';
+  return [...command.matchAll(/'([^']*)'|(\S+)/g)].map(([, quoted, word]) => quoted ?? word ?? '').slice(1);
+}
+
+describe("the documents' launcher-publish game command", () => {
+  /** A played copy of the client: the game's files, and what the player and the game wrote in the player folders. */
+  const played: GameFile[] = [
+    ...SPEC_EXAMPLE,
+    { path: 'Data/common.MPQ', content: randomBytes(300_000) },
+    { path: 'realmlist.wtf', content: Buffer.from('set realmlist logon.example.test\n') },
+    { path: 'WTF/Account/PLAYER/SavedVariables/Foo.lua', content: Buffer.from('Foo = {}\n') },
+    { path: 'Interface/AddOns/Foo/Foo.toc', content: Buffer.from('## Title: Foo\n') },
+    { path: 'Screenshots/WoWScrnShot_1.jpg', content: Buffer.from('jpg') },
+    { path: 'Logs/Chat.log', content: Buffer.from('log') },
+    { path: 'Errors/crash.txt', content: Buffer.from('crash') },
+    { path: 'WDB/creaturecache.wdb', content: Buffer.from('wdb') },
+    { path: 'Cache/x.bin', content: Buffer.from('cache') },
+  ];
+
+  for (const [i, file] of ['docs/publishing.md', 'packages/publish/README.md'].entries()) {
+    it(`${file}: publishes a played copy of the client, leaving the player's files out`, async () => {
+      const args = documentedCommand(file);
+      expect(args).toContain('--initial');
+      const value = (name: string, given: string) => {
+        const at = args.indexOf(name);
+        expect(at, name).toBeGreaterThan(-1);
+        args[at + 1] = given;
+      };
+      const buildCode = 5000 + i;
+      value('--server', server);
+      value('--dir', folderOf(`played-${i}`, played));
+      value('--sign-key', keys.key);
+      value('--build-code', String(buildCode));
+      const result = await run(args);
+      expect(result.code, result.stderr).toBe(0);
+      const manifest = JSON.parse((await t.inject(`/api/game/builds/${buildCode}/manifest`)).body) as {
+        files: { path: string; policy?: string }[];
+      };
+      expect(manifest.files.map((f) => [f.path, f.policy ?? 'exact'])).toEqual([
+        ['Data/common.MPQ', 'exact'],
+        ['Data/patch-3.mpq', 'exact'],
+        ['WTF/Config.wtf', 'initial'],
+        ['WoW.exe', 'exact'],
+        ['realmlist.wtf', 'exact'],
+      ]);
+    });
+  }
 });

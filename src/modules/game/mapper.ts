@@ -33,6 +33,7 @@ export function toBuild(row: BuildSummary, lang: Lang): Build {
     downloadCount: row.downloadCount,
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
+    broken: row.broken,
   };
 }
 
@@ -52,6 +53,12 @@ export function toPublicBuild(row: BuildSummary, lang: Lang): PublicBuild {
  * The check-update decision for builds (`builds` ordered by `buildCode`, highest first): the software
  * rules (release-safety.md) with every build at 100 % and no latest flag, except that `forceUpdate`
  * holds when any published build above the launcher's has `forceUpdate`. Null when no build is offered.
+ *
+ * A broken build (stored before the player-safety rules, which it breaks) is never offered, and its
+ * `forceUpdate` forces nothing: the highest valid build is `latest`, and `hasUpdate`, `forceUpdate`
+ * and `downgrade` follow from it as if the broken build were not there. A launcher installed on a
+ * broken build is treated like any other build code: it is offered a valid build above it, and is
+ * not sent down (it is not revoked; revoking it sends its launchers back, as for any build).
  */
 export function decideGameUpdate(
   builds: readonly BuildSummary[],
@@ -65,12 +72,14 @@ export function decideGameUpdate(
     rolloutPercent: 100,
     forceUpdate: row.forceUpdate === 1,
     isLatest: false,
-    offered: row.revokedAt === null && isPublished(row.publishAt, at),
+    offered: row.revokedAt === null && row.broken === null && isPublished(row.publishAt, at),
     revoked: row.revokedAt !== null,
   }));
   const decided = decideCheckUpdate(versions, clientCode, null);
   if (!decided) return null;
-  const forced = versions.some((v) => v.versionCode > clientCode && v.forceUpdate && isPublished(v.row.publishAt, at));
+  const forced = versions.some(
+    (v) => v.versionCode > clientCode && v.forceUpdate && v.row.broken === null && isPublished(v.row.publishAt, at),
+  );
   return {
     build: decided.version.row,
     hasUpdate: decided.hasUpdate,

@@ -79,6 +79,11 @@ export const BuildSchema = Type.Object({
   downloadCount: Type.Integer({ description: 'manifests fetched' }),
   createdAt: Text,
   updatedAt: Text,
+  broken: NullableString({
+    description:
+      'the first player-safety rule (game-files.md, 2026-12-05) the manifest breaks: a build stored before ' +
+      'the rules, kept and listed but never offered by check-update; null for every valid build',
+  }),
 });
 
 export const BuildWithLangSchema = Type.Intersect([BuildSchema, Type.Object({ lang: LangEnum })]);

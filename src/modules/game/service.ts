@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
 import type { Static } from 'typebox';
 import { checkSignature, gameTrustedComment, parseSignature, prehash } from 'patchwell-client/minisign';
 import type { AppContext } from '../../context.js';
-import { isUniqueViolation } from '../../db/errors.js';
 import type { Db } from '../../db/index.js';
 import type { GameBuildRow } from '../../db/schema.js';
 import { now, nowIso } from '../../domain/clock.js';
@@ -38,6 +38,9 @@ export interface ServedManifest {
   readonly lastModified: Date;
 }
 
+/** PostgreSQL's advisory lock that build creations take in turn (any constant no other lock uses). */
+const BUILD_CREATION_LOCK = 0x67616d65;
+
 /** Every column but the manifest's text. */
 const SUMMARY_COLUMNS = [
   'buildCode',
@@ -57,6 +60,7 @@ const SUMMARY_COLUMNS = [
   'downloadCount',
   'createdAt',
   'updatedAt',
+  'broken',
 ] as const;
 
 function buildSubject(build: Pick<GameBuildRow, 'buildCode' | 'version' | 'changelogEn' | 'changelogZh'>) {
@@ -84,6 +88,24 @@ export function buildCodeOf(param: string): number {
   const code = /^\d{1,15}$/.test(param) ? Number(param) : 0;
   if (code < 1) throw notFound(`game build not found: ${param}`);
   return code;
+}
+
+/**
+ * One warning per stored build that breaks the player-safety rules (`broken`), for the start-up log:
+ * each names the build and the rule.
+ */
+export async function brokenBuildWarnings(db: Db): Promise<string[]> {
+  const rows = await db
+    .selectFrom('gameBuilds')
+    .select(['buildCode', 'version', 'broken'])
+    .where('broken', 'is not', null)
+    .orderBy('buildCode', 'desc')
+    .execute();
+  return rows.map(
+    (row) =>
+      `game build ${row.version} (buildCode ${row.buildCode}) breaks the manifest rules and is never offered ` +
+      `to launchers (it stays stored and listed): ${row.broken}`,
+  );
 }
 
 export class GameService {
@@ -209,18 +231,11 @@ export class GameService {
     const signature = fileSignatureColumn(body.manifestSignature, 'body.manifestSignature') ?? null;
     await this.requireSignature(signature, bytes, body.buildCode, sha256);
     const changelog = bilingualWrite(body, 'changelog');
-    const at = nowIso();
     const names = [...checked.chunks.keys()];
     const row = await this.ctx.cache.commit(async (trx) => {
-      if (
-        await trx
-          .selectFrom('gameBuilds')
-          .select('buildCode')
-          .where('buildCode', '=', body.buildCode)
-          .executeTakeFirst()
-      ) {
-        throw conflict(`buildCode ${body.buildCode} is already used`);
-      }
+      await this.claimBuildCode(trx, body.buildCode);
+      // Taken in turn (see claimBuildCode): creation times ascend with build codes.
+      const at = nowIso();
       // Touched inside this transaction: the sweep cannot take a chunk this build is about to name.
       const stored = await this.ctx.gameChunks.touch(trx, names);
       for (const [name, size] of checked.chunks) {
@@ -252,14 +267,10 @@ export class GameService {
         downloadCount: 0,
         createdAt: at,
         updatedAt: at,
+        // Checked whole above: a build created now breaks no rule.
+        broken: null,
       };
-      try {
-        await trx.insertInto('gameBuilds').values(build).execute();
-      } catch (err) {
-        // A concurrent creation of the same build won.
-        if (isUniqueViolation(err)) throw conflict(`buildCode ${body.buildCode} is already used`);
-        throw err;
-      }
+      await trx.insertInto('gameBuilds').values(build).execute();
       for (const batch of batches(names, 5000)) {
         await trx
           .insertInto('gameBuildChunks')
@@ -270,6 +281,35 @@ export class GameService {
       return build;
     });
     return toBuild(row, lang);
+  }
+
+  /**
+   * 409 unless `buildCode` is above every build the service holds (published, scheduled or revoked):
+   * launchers only move up. Creations take turns from here to their commit (PostgreSQL: a lock held
+   * until the transaction ends; SQLite runs one write transaction at a time), so two at once cannot
+   * both see the same highest build and store a lower one after a higher one.
+   */
+  private async claimBuildCode(trx: Db, buildCode: number): Promise<void> {
+    if (this.ctx.engine === 'postgres') {
+      await sql`select pg_advisory_xact_lock(${sql.lit(BUILD_CREATION_LOCK)})`.execute(trx);
+    }
+    const highest = await trx
+      .selectFrom('gameBuilds')
+      .select('buildCode')
+      .orderBy('buildCode', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    if (highest === undefined || highest.buildCode < buildCode) return;
+    const used = await trx
+      .selectFrom('gameBuilds')
+      .select('buildCode')
+      .where('buildCode', '=', buildCode)
+      .executeTakeFirst();
+    if (used) throw conflict(`buildCode ${buildCode} is already used`);
+    throw conflict(
+      `buildCode ${buildCode} is not above ${highest.buildCode}, the highest build this service holds ` +
+        '(published, scheduled or revoked): launchers only move up (to send them back, revoke the builds above)',
+    );
   }
 
   /** Bytes of `chunks` that the build before `buildCode` (the highest below it) does not name. */
