@@ -231,7 +231,7 @@ describe.runIf(windowsTestsRun())('the game client under Wine (Windows Node 22)'
       try {
         const refused = await game('update', x);
         expect(refused.code, refused.stderr).toBe(1);
-        expect(refused.failure).toMatchObject({ kind: 'in-use' });
+        expect(refused.failure, refused.stderr).toMatchObject({ kind: 'in-use' });
         expect(JSON.stringify(refused.failure)).toMatch(named);
         expect(refused.ms).toBeLessThan(15_000);
         expectFiles(x.game, x.old);

@@ -168,6 +168,7 @@ export interface Scanner {
 export class Wine {
   private readonly children = new Set<ChildProcess>();
   private keeper: Held | null = null;
+  private packed: Promise<string> | null = null;
   private readonly dirs: string[] = [];
 
   private constructor(
@@ -248,9 +249,14 @@ export class Wine {
 
   /**
    * The client as npm packs it (`npm pack` of its current build), installed alone in a project of
-   * its own: the path of that copy's `dist/cli.js`.
+   * its own (once per `Wine`): the path of that copy's `dist/cli.js`.
    */
-  async packedClient(): Promise<string> {
+  packedClient(): Promise<string> {
+    this.packed ??= this.installPacked();
+    return this.packed;
+  }
+
+  private async installPacked(): Promise<string> {
     const dir = this.tempDir('lc-wine-packed-');
     builtClient();
     const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
