@@ -4,12 +4,11 @@
  * (test/wine.ts). The rules are game-files.md's "On a player's real machine" and issue 53's.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { addonZip, gameFolder, publishAddon, tree } from './addons-fixtures.js';
-import { type Service, startService } from './helpers.js';
-import { type Run, win, Wine, windowsTestsRun } from './wine.js';
+import { win, windowsTestsRun } from './wine.js';
+import { expectOk, windowsSuite } from './wine-suite.js';
 
 /** A game folder (the player's WTF and an addon of their own) and its launcher's state folder. */
 interface Folder {
@@ -20,27 +19,8 @@ interface Folder {
 }
 
 describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Windows Node 22)', () => {
-  let s: Service;
-  let wine: Wine;
-  let keys: string;
-  const dirs: string[] = [];
-
-  beforeAll(async () => {
-    [s, wine] = await Promise.all([startService(), Wine.prepare()]);
-    keys = path.join(tempDir('lc-win-keys-'), 'keys.json');
-    fs.writeFileSync(keys, JSON.stringify(await s.keys()));
-  }, 300_000);
-  afterAll(async () => {
-    await wine?.close();
-    await s?.close();
-    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  function tempDir(prefix: string): string {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-    dirs.push(dir);
-    return dir;
-  }
+  const suite = windowsSuite();
+  const { tempDir } = suite;
 
   function folder(): Folder {
     const game = gameFolder(path.join(tempDir('lc-win-game-'), 'Program Files (x86)', 'Acme Game'));
@@ -53,29 +33,27 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
   }
 
   const offline = (x: Folder) => ['--state', win(x.state), '--game-dir', win(x.game)];
-  const online = (x: Folder) => ['--server', s.proxy.url, '--trust', win(keys), ...offline(x)];
+  const online = (x: Folder) => ['--server', suite.s.proxy.url, '--trust', win(suite.keys), ...offline(x)];
   /** `launcher-client addons COMMAND ...`; the commands that ask the catalogue get the server. */
   const addons = (command: string, x: Folder, more: string[] = [], cli?: string) =>
-    wine.client(['addons', command, ...more, ...(['install', 'update'].includes(command) ? online(x) : offline(x))], {
-      cli,
-    });
+    suite.wine.client(
+      ['addons', command, ...more, ...(['install', 'update'].includes(command) ? online(x) : offline(x))],
+      {
+        cli,
+      },
+    );
   const backup = (command: string, x: Folder, more: string[] = [], cli?: string) =>
-    wine.client(['backup', command, ...more, ...(command === 'list' ? ['--state', win(x.state)] : offline(x))], {
+    suite.wine.client(['backup', command, ...more, ...(command === 'list' ? ['--state', win(x.state)] : offline(x))], {
       cli,
     });
-
-  function expectOk(run: Run): Record<string, unknown> {
-    expect(run.code, `exit ${run.code}: ${run.stderr}`).toBe(0);
-    return run.last!;
-  }
 
   /** The `.patchwell-restore-*` folders left in the game folder. */
   const restoreLeftovers = (x: Folder) => fs.readdirSync(x.game).filter((f) => f.startsWith('.patchwell-restore-'));
 
   describe('what works today', () => {
     it('the packed client: addons install, update, list, remove; every other folder untouched', async () => {
-      const cli = await wine.packedClient();
-      await publishAddon(s.t, 'win-basic', '1.0', addonZip(['WinBasic', 'WinBasic_Options'], '1.0'));
+      const cli = await suite.wine.packedClient();
+      await publishAddon(suite.s.t, 'win-basic', '1.0', addonZip(['WinBasic', 'WinBasic_Options'], '1.0'));
       const x = folder();
       const own = tree(path.join(x.addons, 'MyOwnAddon'));
       const wtf = tree(x.wtf);
@@ -87,7 +65,7 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
         'core.lua': '-- WinBasic 1.0\n',
       });
 
-      await publishAddon(s.t, 'win-basic', '1.1', addonZip(['WinBasic', 'WinBasic_Options'], '1.1'));
+      await publishAddon(suite.s.t, 'win-basic', '1.1', addonZip(['WinBasic', 'WinBasic_Options'], '1.1'));
       expect(expectOk(await addons('update', x, [], cli))).toMatchObject({
         updated: [{ slug: 'win-basic', from: '1.0', to: '1.1' }],
         failed: [],
@@ -104,7 +82,7 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
     }, 300_000);
 
     it('the packed client: backup create and restore put WTF back exactly', async () => {
-      const cli = await wine.packedClient();
+      const cli = await suite.wine.packedClient();
       const x = folder();
       fs.writeFileSync(path.join(x.wtf, 'Config.wtf'), 'SET realmlist "a"\n');
       const before = tree(x.wtf);
@@ -126,13 +104,13 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
       'a held addon file and its folder during addons %s: in-use naming it, the installed version intact, addons list answering',
       async (command) => {
         const slug = `win-held-${command}`;
-        await publishAddon(s.t, slug, '1.0', addonZip(['WinHeld'], '1.0'));
+        await publishAddon(suite.s.t, slug, '1.0', addonZip(['WinHeld'], '1.0'));
         const x = folder();
         expectOk(await addons('install', x, [slug]));
-        await publishAddon(s.t, slug, '1.1', addonZip(['WinHeld'], '1.1'));
+        await publishAddon(suite.s.t, slug, '1.1', addonZip(['WinHeld'], '1.1'));
         const held = path.join(x.addons, 'WinHeld');
         const before = tree(held);
-        const running = await wine.hold([held, path.join(held, 'core.lua')]);
+        const running = await suite.wine.hold([held, path.join(held, 'core.lua')]);
         try {
           const refused = await addons(command, x, [slug]);
           expect(refused.code, refused.stderr).toBe(1);
@@ -161,7 +139,7 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
       const id = (expectOk(await backup('create', x)).backup as { id: string }).id;
       fs.writeFileSync(path.join(x.wtf, 'Config.wtf'), 'SET realmlist "b"\n');
       const current = tree(x.wtf);
-      const running = await wine.hold([x.wtf, path.join(x.wtf, 'Config.wtf')]);
+      const running = await suite.wine.hold([x.wtf, path.join(x.wtf, 'Config.wtf')]);
       try {
         const refused = await backup('restore', x, [id]);
         expect(refused.code, refused.stderr).toBe(1);

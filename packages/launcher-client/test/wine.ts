@@ -368,30 +368,20 @@ function windowsNode(): Promise<string> {
   });
 }
 
-/** The Wine prefix: made once (wineboot, then Windows 10: a new prefix says Windows 7, which Node 22 refuses). */
-async function winePrefix(tools: Tools): Promise<string> {
-  const prefix = path.join(CACHE, 'prefix');
-  const made = path.join(prefix, '.patchwell-ready');
-  if (fs.existsSync(made)) return prefix;
-  fs.mkdirSync(CACHE, { recursive: true });
-  // Made aside and renamed into place whole: another test file may be making one at the same time.
-  const temporary = fs.mkdtempSync(path.join(CACHE, 'prefix-'));
-  try {
+/**
+ * The Wine prefix: made once, aside, and renamed into place whole (wineboot, then Windows 10: a new
+ * prefix says Windows 7, which Node 22 refuses to start on).
+ */
+function winePrefix(tools: Tools): Promise<string> {
+  return cached(path.join(CACHE, 'prefix'), async (temporary) => {
+    fs.mkdirSync(temporary);
     // No Mono or Gecko (their installers would be looked for): the tests need neither.
     const env = { ...process.env, WINEPREFIX: temporary, WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=' };
     await run(tools.wine, ['wineboot', '--init'], { env, timeout: 300_000 });
     await run(tools.wine, ['winecfg', '/v', 'win10'], { env, timeout: 120_000 });
+    // Its server gone before it is moved.
     await run(tools.wineserver, ['--wait'], { env, timeout: 120_000 });
-    fs.writeFileSync(path.join(temporary, '.patchwell-ready'), '');
-    try {
-      fs.renameSync(temporary, prefix);
-    } catch (err) {
-      if (!fs.existsSync(made)) throw err;
-    }
-  } finally {
-    fs.rmSync(temporary, { recursive: true, force: true });
-  }
-  return prefix;
+  });
 }
 
 /** A stand-in built from test/windows/NAME.c with mingw-w64, cached by the hash of its source and flags. */
