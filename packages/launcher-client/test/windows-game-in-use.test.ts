@@ -19,11 +19,15 @@ describe.runIf(windowsTestsRun())('the game client under Wine (Windows Node 22):
     const x = await installedThenNewer();
     const running = await suite.wine.hold(held(x));
     try {
+      const started = Date.now();
       const refused = await game('update', x);
+      const ended = Date.now();
       expect(refused.code, refused.stderr).toBe(1);
       expect(refused.failure, refused.stderr).toMatchObject({ kind: 'in-use' });
       expect(JSON.stringify(refused.failure)).toMatch(named);
-      expect(refused.ms).toBeLessThan(15_000);
+      // Within 15 s, counted from its first request (Windows Node's start under Wine is not the client's).
+      const first = suite.s.proxy.seen.find((seen) => seen.at >= started)!;
+      expect(ended - first.at).toBeLessThan(15_000);
       expectFiles(x.game, x.old);
       // The work files are kept for the rerun.
       expect(fs.existsSync(path.join(x.game, WORK))).toBe(true);

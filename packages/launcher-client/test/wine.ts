@@ -102,8 +102,6 @@ export interface Run {
   last: Record<string, unknown> | null;
   /** The last line of stderr as JSON (the client's failure, `{error, kind}`), or null. */
   failure: Record<string, unknown> | null;
-  /** Wall time, start to exit. */
-  ms: number;
 }
 
 function lastJson(text: string): Record<string, unknown> | null {
@@ -220,18 +218,16 @@ export class Wine {
     try {
       const out = fs.openSync(path.join(dir, 'stdout'), 'w');
       const err = fs.openSync(path.join(dir, 'stderr'), 'w');
-      const started = Date.now();
       const child = spawn(this.tools.wine, [exe, ...args], { env: this.env(options.env), stdio: ['ignore', out, err] });
       fs.closeSync(out);
       fs.closeSync(err);
       const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 180_000);
       const code = await exited(child);
       clearTimeout(timer);
-      const ms = Date.now() - started;
       const stdout = fs.readFileSync(path.join(dir, 'stdout'), 'utf8');
       const stderr = fs.readFileSync(path.join(dir, 'stderr'), 'utf8');
       const lines = stdout.split(/\r?\n/).filter((line) => line !== '');
-      return { code, stdout: lines, stderr, last: lastJson(stdout), failure: lastJson(stderr), ms } satisfies Run;
+      return { code, stdout: lines, stderr, last: lastJson(stdout), failure: lastJson(stderr) } satisfies Run;
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

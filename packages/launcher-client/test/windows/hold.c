@@ -1,9 +1,10 @@
 /*
  * A running game, for the launcher's Windows tests: opens each PATH as a game holds its exe and
  * archives (read access, FILE_SHARE_READ only: others may read it, never write, rename or delete
- * it), a folder with FILE_FLAG_BACKUP_SEMANTICS (so it cannot be renamed either, as on NTFS), and
- * holds them all until the file STOP exists or SECONDS pass (with no PATH it only runs: Wine's
- * server stays up meanwhile).
+ * it), a folder with FILE_FLAG_BACKUP_SEMANTICS, shared for read and write but not delete (as a
+ * process holds its current folder: it cannot be renamed or deleted, as NTFS refuses to rename a
+ * folder holding an open file, which Wine allows), and holds them all until the file STOP exists or
+ * SECONDS pass (with no PATH it only runs: Wine's server stays up meanwhile).
  *
  *   hold.exe READY STOP SECONDS [PATH...]
  *
@@ -32,11 +33,11 @@ int wmain(int argc, wchar_t **argv) {
   ULONGLONG deadline = GetTickCount64() + (ULONGLONG)_wtoi(argv[3]) * 1000;
   for (int i = 4; i < argc; i++) {
     DWORD attributes = GetFileAttributesW(argv[i]);
-    DWORD flags = attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY)
-                      ? FILE_FLAG_BACKUP_SEMANTICS
-                      : FILE_ATTRIBUTE_NORMAL;
+    BOOL folder = attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY);
+    DWORD share = folder ? FILE_SHARE_READ | FILE_SHARE_WRITE : FILE_SHARE_READ;
+    DWORD flags = folder ? FILE_FLAG_BACKUP_SEMANTICS : FILE_ATTRIBUTE_NORMAL;
     /* Kept open until the process exits. */
-    HANDLE held = CreateFileW(argv[i], GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING, flags, NULL);
+    HANDLE held = CreateFileW(argv[i], GENERIC_READ, share, NULL, OPEN_EXISTING, flags, NULL);
     if (held == INVALID_HANDLE_VALUE) {
       char text[1200];
       snprintf(text, sizeof text, "error %lu %ls", GetLastError(), argv[i]);
