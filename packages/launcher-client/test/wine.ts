@@ -193,7 +193,7 @@ export class Wine {
     return wine;
   }
 
-  private env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  private env(): NodeJS.ProcessEnv {
     return {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -202,7 +202,6 @@ export class Wine {
       LANG: 'C.UTF-8',
       LC_ALL: 'C.UTF-8',
       NODE_OPTIONS: `--import ${encodeURI(`file:///${win(SHIM).replaceAll('\\', '/')}`)}`,
-      ...extra,
     };
   }
 
@@ -213,12 +212,12 @@ export class Wine {
   }
 
   /** Runs a Windows program (`exe`, a Linux path) with `args`, its output in files; killed after `timeoutMs`. */
-  async exe(exe: string, args: string[], options: { timeoutMs?: number; env?: Record<string, string> } = {}) {
+  async exe(exe: string, args: string[], options: { timeoutMs?: number } = {}): Promise<Run> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-wine-run-'));
     try {
       const out = fs.openSync(path.join(dir, 'stdout'), 'w');
       const err = fs.openSync(path.join(dir, 'stderr'), 'w');
-      const child = spawn(this.tools.wine, [exe, ...args], { env: this.env(options.env), stdio: ['ignore', out, err] });
+      const child = spawn(this.tools.wine, [exe, ...args], { env: this.env(), stdio: ['ignore', out, err] });
       fs.closeSync(out);
       fs.closeSync(err);
       const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 180_000);
@@ -227,7 +226,7 @@ export class Wine {
       const stdout = fs.readFileSync(path.join(dir, 'stdout'), 'utf8');
       const stderr = fs.readFileSync(path.join(dir, 'stderr'), 'utf8');
       const lines = stdout.split(/\r?\n/).filter((line) => line !== '');
-      return { code, stdout: lines, stderr, last: lastJson(stdout), failure: lastJson(stderr) } satisfies Run;
+      return { code, stdout: lines, stderr, last: lastJson(stdout), failure: lastJson(stderr) };
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -273,9 +272,10 @@ export class Wine {
     if (result.code !== 0) throw new Error(`attrib ${flag} ${file}: exit ${result.code} ${result.stderr}`);
   }
 
-  private stopFile(): { dir: string; ready: string; stop: string } {
+  /** Where a stand-in says it is ready (`ready`), and the file that stops it (`stop`). */
+  private signals(): { ready: string; stop: string } {
     const dir = this.tempDir('lc-wine-stand-in-');
-    return { dir, ready: path.join(dir, 'ready'), stop: path.join(dir, 'stop') };
+    return { ready: path.join(dir, 'ready'), stop: path.join(dir, 'stop') };
   }
 
   private start(exe: string, args: string[]): ChildProcess {
@@ -286,11 +286,12 @@ export class Wine {
   }
 
   /**
-   * A running game: each of `paths` (files and folders, Linux paths) opened with FILE_SHARE_READ only
-   * (folders too, so that they cannot be renamed, as on NTFS) until `release`; at most `seconds`.
+   * A running game: each of `paths` (Linux paths) held until `release` (at most `seconds`): a file
+   * opened with FILE_SHARE_READ only, a folder shared for read and write, not delete (it cannot be
+   * renamed, as NTFS refuses for a folder holding an open file).
    */
   async hold(paths: string[], seconds = 300): Promise<Held> {
-    const { ready, stop } = this.stopFile();
+    const { ready, stop } = this.signals();
     const child = this.start(this.exes.hold, [win(ready), win(stop), String(seconds), ...paths.map(win)]);
     const said = await waitFor('the game stand-in', child, () =>
       fs.existsSync(ready) ? fs.readFileSync(ready, 'utf8') || undefined : undefined,
@@ -313,7 +314,7 @@ export class Wine {
    * read and delete (`share: 'rd'`), or read, write and delete (`'rwd'`).
    */
   async scan(dir: string, holdMs: number, share: 'rd' | 'rwd', seconds = 600): Promise<Scanner> {
-    const { ready: log, stop } = this.stopFile();
+    const { ready: log, stop } = this.signals();
     const child = this.start(this.exes.scan, [win(dir), String(holdMs), share, win(log), win(stop), String(seconds)]);
     const lines = () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n') : []);
     await waitFor('the antivirus stand-in', child, () => (lines()[0] === 'watching' ? true : undefined));
@@ -329,11 +330,14 @@ export class Wine {
 
   /** Ends the stand-ins still running (a test that failed midway) and removes what was made for them. */
   async close(): Promise<void> {
-    await this.keeper?.release();
-    const left = [...this.children];
-    for (const child of left) child.kill('SIGKILL');
-    await Promise.all(left.map(exited));
-    for (const dir of this.dirs) fs.rmSync(dir, { recursive: true, force: true });
+    try {
+      await this.keeper?.release();
+    } finally {
+      const left = [...this.children];
+      for (const child of left) child.kill('SIGKILL');
+      await Promise.all(left.map(exited));
+      for (const dir of this.dirs) fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
 }
 
