@@ -91,9 +91,12 @@ export class Output {
     this.command = fallbackCommand;
   }
 
-  /** `--events`: the protocol's JSON lines on stdout; else the plain mode. `command`: the words known so far. */
-  static of(events: boolean, command: string): Output {
-    return new Output(events ? eventsSink() : plainSink(), command);
+  /**
+   * `--events`: the protocol's JSON lines on `stdout` (the process's); else the plain mode.
+   * `command`: the words known so far.
+   */
+  static of(events: boolean, command: string, stdout: { write(text: string): unknown } = process.stdout): Output {
+    return new Output(events ? eventsSink(stdout) : plainSink(), command);
   }
 
   /** Whether a command should report progress at all (plain mode off a terminal: no). */
@@ -200,9 +203,9 @@ function progressBar(): (p: { bytes: number; total: number; rate: number }) => v
 }
 
 /** `--events`: every line one JSON object on stdout, written as it happens (docs/launcher-protocol.md). */
-function eventsSink(): Sink {
+function eventsSink(stdout: { write(text: string): unknown }): Sink {
   const write = (event: string, fields: object) => {
-    process.stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
+    stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
   };
   const gate = new ProgressGate<ProgressReport>((p) => write('progress', p), PROGRESS_EVERY_MS);
   return {
