@@ -26,8 +26,7 @@ let keysFile: string;
 
 beforeAll(async () => {
   s = await startService();
-  keysFile = path.join(s.stateDir(), 'keys.json');
-  fs.writeFileSync(keysFile, JSON.stringify(await s.keys()));
+  keysFile = await s.keysFile();
 });
 afterEach(() => {
   s.proxy.rule = null;

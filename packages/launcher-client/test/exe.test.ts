@@ -59,8 +59,7 @@ beforeAll(async () => {
   if (!once) return;
   buildWhenStale();
   s = await startService();
-  keysFile = path.join(s.stateDir(), 'keys.json');
-  fs.writeFileSync(keysFile, JSON.stringify(await s.keys()));
+  keysFile = await s.keysFile();
   await publish('2.0.0', 1, BUILD1);
   // Says at exit whether node:http2 was loaded: undici requires it as it is evaluated (lib/dispatcher/
   // client-h2.js), and nothing else of a command that makes no request does.
@@ -82,6 +81,10 @@ const BUILD1: GameFile[] = [
 const common2 = Buffer.from(BUILD1[1]!.content);
 randomBytes(200 * KiB).copy(common2, 300 * KiB);
 const BUILD2: GameFile[] = [BUILD1[0]!, { ...BUILD1[1]!, content: common2 }, BUILD1[2]!, BUILD1[3]!];
+
+/** The options the game commands and the Python launcher take alike. */
+const options = (stateDir: string, gameDir: string, trust = keysFile) =>
+  ['--server', s.proxy.url, '--trust', trust, '--state', stateDir, '--game-dir', gameDir].concat(['--app', 'app']);
 
 async function publish(version: string, buildCode: number, files: GameFile[]) {
   const res = await publishBuild(s.t, { version, buildCode }, manifestOf({ version, buildCode }, files));
@@ -122,18 +125,7 @@ describe.runIf(once)('the Linux executable', () => {
   it('installs a game build exactly (status, update, verify with --events); undici is loaded only for the chunks', async () => {
     const stateDir = s.stateDir();
     const gameDir = gameFolder(s.stateDir());
-    const online = [
-      '--server',
-      s.proxy.url,
-      '--trust',
-      keysFile,
-      '--state',
-      stateDir,
-      '--game-dir',
-      gameDir,
-      '--app',
-      'app',
-    ];
+    const online = options(stateDir, gameDir);
     const withProbe = { ...process.env, NODE_OPTIONS: `--require ${probe}` };
 
     const help = await run([EXE, '--help'], withProbe);
@@ -163,12 +155,10 @@ describe.runIf(once)('the Python launcher of examples/ drives the executable', (
     const gameDir = gameFolder(s.stateDir());
     // The executable's path from the environment, as a launcher's packaging might set it.
     const launcher = (more: string[] = []) =>
-      run(
-        ['/usr/bin/python3', PYTHON_LAUNCHER, '--server', s.proxy.url, '--trust', keysFile, '--state', stateDir].concat(
-          ['--game-dir', gameDir, '--app', 'app', '--addon', 'py-addon', ...more],
-        ),
-        { ...process.env, PATCHWELL_CLIENT: EXE },
-      );
+      run(['/usr/bin/python3', PYTHON_LAUNCHER, ...options(stateDir, gameDir), '--addon', 'py-addon', ...more], {
+        ...process.env,
+        PATCHWELL_CLIENT: EXE,
+      });
 
     // Build 1 is the latest: a first install.
     const first = await launcher();
@@ -216,16 +206,13 @@ describe.runIf(once)('the Python launcher of examples/ drives the executable', (
       stranger,
       JSON.stringify([{ keyId: 'stranger', publicKey: Buffer.from(raw, 'base64url').toString('base64') }]),
     );
-    const refused = await run(
-      ['/usr/bin/python3', PYTHON_LAUNCHER, '--client', EXE, '--server', s.proxy.url, '--trust', stranger].concat([
-        '--state',
-        stateDir,
-        '--game-dir',
-        gameDir,
-        '--app',
-        'app',
-      ]),
-    );
+    const refused = await run([
+      '/usr/bin/python3',
+      PYTHON_LAUNCHER,
+      '--client',
+      EXE,
+      ...options(stateDir, gameDir, stranger),
+    ]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/^error \(signature\): An update was refused because it failed verification/m);
     sameFiles(gameDir, BUILD2);
