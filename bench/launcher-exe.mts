@@ -40,18 +40,33 @@ for (const file of [EXE, NODE22, CLI]) {
     throw new Error(`${file} is missing: npm run build:exe -w patchwell-client -- --target linux-x64`);
 }
 
-/** Runs `argv` to its end: ms to the first stdout byte, ms to the exit. */
-function timed(argv: readonly string[]): Promise<{ firstMs: number; ms: number }> {
+/**
+ * Runs `argv` to its end (under bash, whose `times` then tells the CPU it used): ms to the first
+ * stdout byte, ms to the exit, its user + system CPU in ms.
+ */
+function timed(argv: readonly string[]): Promise<{ firstMs: number; ms: number; cpuMs: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let firstMs = Number.NaN;
-    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+    const script = '"$@"; status=$?; times >&2; exit $status';
+    const child = spawn('bash', ['-c', script, 'bash', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
     child.stdout.once('data', () => (firstMs = performance.now() - started));
     child.stdout.resume();
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     child.once('error', reject);
     child.once('close', (code) => {
-      if (code !== 0) return reject(new Error(`${argv.join(' ')} exited ${code}`));
-      resolve({ firstMs, ms: performance.now() - started });
+      const ms = performance.now() - started;
+      if (code !== 0) return reject(new Error(`${argv.join(' ')} exited ${code}: ${stderr}`));
+      // The last line of `times`: the children's user and system time, as `0m1.234s 0m0.567s`.
+      const children = stderr
+        .trim()
+        .split('\n')
+        .at(-1)!
+        .match(/(\d+)m([\d.]+)s (\d+)m([\d.]+)s/);
+      if (children === null) return reject(new Error(`no times in ${stderr}`));
+      const [, um, us, sm, ss] = children.map(Number);
+      resolve({ firstMs, ms, cpuMs: (um! * 60 + us! + sm! * 60 + ss!) * 1000 });
     });
   });
 }
@@ -88,37 +103,48 @@ try {
     ['game status --events, first line', ['game', 'status', ...options('ready').slice(-4), '--events']],
     ['game update --events (up to date), first line', ['game', 'update', ...options('ready'), '--events']],
   ];
-  console.log('| start (median of %d) | executable | Node %s + dist/cli.js |', STARTS, NODE_VERSION);
+  console.log(
+    '| start (median of %d; CPU: user + system) | executable | Node %s + dist/cli.js |',
+    STARTS,
+    NODE_VERSION,
+  );
   console.log('|---|---|---|');
   for (const [name, args] of starts) {
     const first = name.endsWith('first line');
     const measured = { exe: [] as number[], node: [] as number[] };
+    const cpu = { exe: [] as number[], node: [] as number[] };
     for (let i = 0; i < STARTS; i++) {
       for (const [runner, argv] of Object.entries(runners) as [keyof typeof runners, readonly string[]][]) {
         const run = await timed([...argv, ...args]);
         measured[runner].push(first ? run.firstMs : run.ms);
+        cpu[runner].push(run.cpuMs);
       }
     }
-    console.log(`| ${name} | ${ms(median(measured.exe))} | ${ms(median(measured.node))} |`);
+    const cell = (runner: keyof typeof runners) => `${ms(median(measured[runner]))} (CPU ${ms(median(cpu[runner]))})`;
+    console.log(`| ${name} | ${cell('exe')} | ${cell('node')} |`);
   }
 
   // Installs into empty folders, the two in turn.
   const ratios: number[] = [];
+  const cpuRatios: number[] = [];
   const installs = { exe: [] as number[], node: [] as number[] };
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? (['exe', 'node'] as const) : (['node', 'exe'] as const);
-    const took: Record<string, number> = {};
+    const took: Record<string, { ms: number; cpuMs: number }> = {};
     for (const runner of order) {
       const name = `install-${runner}-${round}`;
-      took[runner] = (await timed([...runners[runner], 'game', 'update', ...options(name)])).ms;
-      installs[runner].push(took[runner]!);
+      took[runner] = await timed([...runners[runner], 'game', 'update', ...options(name)]);
+      installs[runner].push(took[runner]!.ms);
       fs.rmSync(path.join(work, name), { recursive: true, force: true });
     }
-    ratios.push(took.exe! / took.node!);
+    ratios.push(took.exe!.ms / took.node!.ms);
+    cpuRatios.push(took.exe!.cpuMs / took.node!.cpuMs);
   }
+  const listed = (values: number[]) =>
+    `median ${median(values).toFixed(3)} (${values.map((r) => r.toFixed(2)).join(', ')})`;
   console.log(
     `| game install ${SIZE_MB + 3} MiB (median of ${ROUNDS}) | ${ms(median(installs.exe))} | ${ms(median(installs.node))} | ` +
-      `exe / node: median ${median(ratios).toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(3)).join(', ')}) |`,
+      `exe / node, time: ${listed(ratios)}; the client's CPU: ${listed(cpuRatios)} |`,
   );
 } finally {
   await t.close();
