@@ -142,24 +142,22 @@ describe('game', () => {
     sameFiles(BUILD2);
   });
 
-  it('progress comes at most 10 times a second, the last of each phase kept: chunks answered slowly', async () => {
-    // Each chunk of the latest build held 30 ms by the proxy, one connection: 80 chunk reports over 2.4 s.
-    s.proxy.rule = async (seen, upstream) => {
-      if (!seen.url.startsWith('/api/game/chunks/')) return undefined;
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      return upstream();
-    };
+  it('progress comes at most 10 times a second, the last of each phase kept: a build of 1,000 small chunks', async () => {
+    // Far more chunk reports a second than 10, however slow the machine: most are held and replaced.
+    const many = randomBytes(1000 * KiB);
+    const BUILD3: GameFile[] = [...BUILD2, { path: 'Data/many.MPQ', content: many, chunkBytes: KiB }];
+    await publish('1.0.2', 3, BUILD3);
     stateDir = s.stateDir();
     gameDir = gameFolder(s.stateDir());
-    const run = await events(['game', 'update', ...onlineApp(), '--connections', '1']);
+    const before = s.proxy.requests('/api/game/chunks/').length;
+    const run = await events(['game', 'update', ...onlineApp()]);
     expect(run.code, run.stderr).toBe(0);
-    sameFiles(BUILD2);
+    sameFiles(BUILD3);
+    const chunks = s.proxy.requests('/api/game/chunks/').length - before;
+    expect(chunks).toBeGreaterThanOrEqual(1000);
+    // The harness checked the rate over the run; here, that reports were held back and the last kept.
     const downloads = run.progress.filter((p) => p.phase === 'download');
-    const chunks = 200 / 16 + 320 / 8;
-    expect(s.proxy.requests('/api/game/chunks/').length).toBeGreaterThanOrEqual(chunks);
-    // The harness checked the rate over the run; here, that reports were dropped at all and the last kept.
-    expect(downloads.length).toBeLessThan(chunks / 2);
-    expect(downloads.length).toBeGreaterThan(5);
+    expect(downloads.length).toBeLessThan(chunks / 5);
     const total = run.last.downloadedBytes as number;
     expect(downloads.at(-1)).toMatchObject({ bytes: total, total });
   });
@@ -395,7 +393,7 @@ describe('the progress gate', () => {
     gate.flush();
     const gaps = sent.slice(0, -2).map((s, i) => (i === 0 ? Infinity : s.at - sent[i - 1]!.at));
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(PROGRESS_EVERY_MS - 1);
-    expect(sent.length).toBeGreaterThanOrEqual(8);
+    expect(sent.length).toBeGreaterThanOrEqual(5);
     expect(sent.length).toBeLessThanOrEqual(13);
     expect(n).toBeGreaterThan(sent.length * 3);
     // The last of each phase, in the order they came.
