@@ -84,6 +84,7 @@ function addonManager(values: Values, tools: CliTools, offline: boolean): AddonM
     stateDir: required(values, 'state'),
     ...(lang === undefined ? {} : { lang }),
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
+    retry: tools.out.retry,
   });
   return new AddonManager({ updates, gameDir: required(values, 'game-dir') });
 }

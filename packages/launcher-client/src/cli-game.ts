@@ -63,6 +63,7 @@ function gameManager(values: Values, tools: CliTools, offline: boolean): GameMan
     trustedKeys: offline ? [] : tools.readKeys(required(values, 'trust')),
     stateDir: required(values, 'state'),
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
+    retry: tools.out.retry,
   });
   const connections = values.connections;
   if (connections !== undefined && !/^\d{1,2}$/.test(connections))

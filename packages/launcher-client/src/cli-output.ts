@@ -5,6 +5,7 @@
  * terminal) and `--events` (JSON lines on stdout: docs/launcher-protocol.md) cannot drift apart.
  */
 import { LauncherClientError, UsageError } from './errors.js';
+import type { RetryOptions } from './http.js';
 
 /** The version of the `--events` protocol (docs/launcher-protocol.md); raised only by a change a host could trip on. */
 export const PROTOCOL = 1;
@@ -69,6 +70,8 @@ export type Outcome =
 interface Sink {
   /** Whether progress is shown at all (plain: only on a terminal). */
   readonly wantsProgress: boolean;
+  /** Whether each retried failure is logged. */
+  readonly logsRetries: boolean;
   start(command: string): void;
   progress(p: Required<Pick<ProgressReport, 'rate'>> & ProgressReport, key: string): void;
   log(level: 'warning' | 'error', message: string, extra: Record<string, unknown>): void;
@@ -102,6 +105,24 @@ export class Output {
   /** Whether a command should report progress at all (plain mode off a terminal: no). */
   get wantsProgress(): boolean {
     return this.sink.wantsProgress;
+  }
+
+  /**
+   * The managers' retry options: with `--events`, each failure about to be retried is a warning (its
+   * kind and fields beside it); the plain mode's stderr stays as it was (its last line the failure).
+   */
+  get retry(): Pick<RetryOptions, 'onRetry'> {
+    if (!this.sink.logsRetries) return {};
+    return {
+      onRetry: (failure, delayMs, failures) => {
+        const { error, ...fields } = failureReport(failure).report;
+        this.log(
+          'warning',
+          `${String(error)}; retrying in ${(delayMs / 1000).toFixed(1)} s (failure ${failures})`,
+          fields,
+        );
+      },
+    };
   }
 
   /** Names the command (`game update`) as soon as it is known: the first line of an events run. */
@@ -157,6 +178,7 @@ function plainSink(): Sink {
   const json = (stream: NodeJS.WriteStream, value: object) => stream.write(`${JSON.stringify(value)}\n`);
   return {
     wantsProgress: process.stderr.isTTY === true,
+    logsRetries: false,
     start() {},
     progress(p, key) {
       // Bars for what is counted in bytes (downloads); one per phase and addon, the addon named above its bar.
@@ -210,6 +232,7 @@ function eventsSink(stdout: { write(text: string): unknown }): Sink {
   const gate = new ProgressGate<ProgressReport>((p) => write('progress', p), PROGRESS_EVERY_MS);
   return {
     wantsProgress: true,
+    logsRetries: true,
     start(command) {
       write('start', { command, protocol: PROTOCOL });
     },

@@ -172,6 +172,7 @@ async function update(values: Values, installArgs: readonly string[], out: Outpu
     app: required(values, 'app'),
     ...(lang === undefined ? {} : { lang }),
     publisherKeys: readPublisherKeys(values['publisher-key']),
+    retry: out.retry,
   });
   await manager.startup(versionCode);
   const check = await manager.checkForUpdates(

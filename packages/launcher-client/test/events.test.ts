@@ -173,6 +173,26 @@ describe('game', () => {
     expect(run.progress).toEqual([]);
   });
 
+  it('a failure that is retried is a warning with its kind and fields (events only: plain stderr stays empty)', async () => {
+    let refused = 0;
+    s.proxy.rule = (seen) => {
+      if (!seen.url.startsWith('/api/game/check-update') || refused++ % 2 === 1) return undefined;
+      return { status: 503, headers: { 'retry-after': '0' }, body: Buffer.from('{"error":"busy"}') };
+    };
+    const run = await events(['game', 'update', ...onlineApp()]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.events.map((e) => e.event).filter((e) => e !== 'progress')).toEqual(['start', 'log', 'result']);
+    expect(run.events[1]).toMatchObject({
+      level: 'warning',
+      kind: 'http',
+      status: 503,
+      serverMessage: 'busy',
+      message: expect.stringMatching(/answered 503: busy; retrying in 0\.0 s \(failure 1\)$/),
+    });
+    const without = await plain(['game', 'update', ...onlineApp()]);
+    expect([without.code, without.failure]).toEqual([0, null]);
+  });
+
   it('usage errors: the start event names what is known, then the error (exit 1)', async () => {
     const run = await sameFailure(['game', 'update', '--state', stateDir], 'usage', 1);
     expect(run.events[0]).toMatchObject({ command: 'game update' });
