@@ -83,6 +83,11 @@ describe('game', () => {
   const BUILD2: GameFile[] = [BUILD1[0]!, { ...BUILD1[1]!, content: data2 }, BUILD1[2]!];
   let stateDir: string;
   let gameDir: string;
+  // A game folder of its own for the tests below (the rate test moves to a fresh one).
+  beforeAll(() => {
+    stateDir = s.stateDir();
+    gameDir = gameFolder(s.stateDir());
+  });
   const online = () => ['--server', s.proxy.url, '--trust', keysFile, '--state', stateDir, '--game-dir', gameDir];
   const onlineApp = () => [...online(), '--app', 'app'];
 
@@ -96,8 +101,6 @@ describe('game', () => {
   };
 
   it('status, update (install), verify, verify of a damaged file (exit 3), repair, update: one stream each', async () => {
-    stateDir = s.stateDir();
-    gameDir = gameFolder(s.stateDir());
     await publish('1.0.0', 1, BUILD1);
 
     const status = await events(['game', 'status', '--state', stateDir, '--game-dir', gameDir]);
