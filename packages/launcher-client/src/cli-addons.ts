@@ -5,17 +5,16 @@
  */
 import { parseArgs } from 'node:util';
 import { AddonManager, type AddonProgress } from './addons.js';
+import type { Output, ProgressReport } from './cli-output.js';
 import { UpdateManager } from './client.js';
-import type { Progress } from './download.js';
 import { isVerificationKind, UsageError } from './errors.js';
 import type { TrustedKey } from './trust.js';
 
-/** What `cli.ts` lends this command, so that both read keys and draw bars alike. */
+/** What `cli.ts` lends the game and addon commands: reading keys alike, and the run's one output. */
 export interface CliTools {
   readKeys(file: string): TrustedKey[];
   readPublisherKeys(files: readonly string[] | undefined): string[];
-  progressBar(): ((p: Progress) => void) | undefined;
-  fail(err: unknown): number;
+  readonly out: Output;
 }
 
 const HELP = `Usage:
@@ -85,6 +84,7 @@ function addonManager(values: Values, tools: CliTools, offline: boolean): AddonM
     stateDir: required(values, 'state'),
     ...(lang === undefined ? {} : { lang }),
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
+    retry: tools.out.retry,
   });
   return new AddonManager({ updates, gameDir: required(values, 'game-dir') });
 }
@@ -104,40 +104,37 @@ function oneSlug(command: string, slugs: readonly string[]): string {
   return slugs[0]!;
 }
 
-/** One bar per addon download, on a terminal only. */
-function progress(tools: CliTools): ((p: AddonProgress) => void) | undefined {
-  if (tools.progressBar() === undefined) return undefined;
-  const bars = new Map<string, (p: Progress) => void>();
-  return (p) => {
-    if (p.phase !== 'download') return;
-    let bar = bars.get(p.slug);
-    if (bar === undefined) {
-      process.stderr.write(`${p.slug}\n`);
-      bar = tools.progressBar()!;
-      bars.set(p.slug, bar);
-    }
-    bar(p);
+/** An addon's progress as the run reports it: its download in bytes; extract and swap have no measure. */
+export function addonProgress(p: AddonProgress): ProgressReport {
+  if (p.phase === 'download')
+    return { phase: p.phase, unit: 'bytes', bytes: p.bytes, total: p.total, rate: p.rate, addon: p.slug };
+  return {
+    phase: p.phase,
+    unit: 'bytes',
+    bytes: 0,
+    total: 0,
+    addon: p.slug,
+    ...('folder' in p ? { folder: p.folder } : {}),
   };
 }
 
 export async function addonsCommand(argv: string[], tools: CliTools): Promise<number> {
+  const { out } = tools;
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    return tools.fail(new UsageError((err as Error).message));
+    return out.finish({ error: new UsageError((err as Error).message) });
   }
   const [command, ...slugs] = parsed.positionals;
   const { values } = parsed;
-  if (values.help || command === undefined) {
-    process.stdout.write(HELP);
-    return values.help ? 0 : 1;
-  }
+  if (values.help || command === undefined) return out.finish({ text: HELP, field: 'help', code: values.help ? 0 : 1 });
+  out.start(`addons ${command}`);
   try {
-    const onProgress = progress(tools);
+    const onProgress = out.wantsProgress ? (p: AddonProgress) => out.progress(addonProgress(p)) : undefined;
     const keep = keepOption(values.keep);
     const options = { ...(onProgress === undefined ? {} : { onProgress }), ...(keep === undefined ? {} : { keep }) };
-    let answer: unknown;
+    let answer: object;
     let code = 0;
     if (command === 'list') {
       if (slugs.length > 0) throw new UsageError('addons list takes no slug');
@@ -179,9 +176,8 @@ export async function addonsCommand(argv: string[], tools: CliTools): Promise<nu
     } else {
       throw new UsageError(`unknown command addons ${command}`);
     }
-    process.stdout.write(`${JSON.stringify(answer)}\n`);
-    return code;
+    return out.finish({ answer, code });
   } catch (err) {
-    return tools.fail(err);
+    return out.finish({ error: err });
   }
 }

@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { createSnapshot, listSnapshots, removeSnapshot, restoreSnapshot } from './backups.js';
 import { keepOption } from './cli-addons.js';
+import type { Output } from './cli-output.js';
 import { UsageError } from './errors.js';
 import { StateFolder } from './state.js';
 
@@ -37,19 +38,17 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-export async function backupCommand(argv: string[], fail: (err: unknown) => number): Promise<number> {
+export async function backupCommand(argv: string[], out: Output): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    return fail(new UsageError((err as Error).message));
+    return out.finish({ error: new UsageError((err as Error).message) });
   }
   const [command, ...ids] = parsed.positionals;
   const { values } = parsed;
-  if (values.help || command === undefined) {
-    process.stdout.write(HELP);
-    return values.help ? 0 : 1;
-  }
+  if (values.help || command === undefined) return out.finish({ text: HELP, field: 'help', code: values.help ? 0 : 1 });
+  out.start(`backup ${command}`);
   const required = (name: 'state' | 'game-dir'): string => {
     const value = values[name];
     if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
@@ -61,7 +60,7 @@ export async function backupCommand(argv: string[], fail: (err: unknown) => numb
   };
   try {
     const state = new StateFolder(required('state'));
-    let answer: unknown;
+    let answer: object;
     if (command === 'create') {
       if (ids.length > 0) throw new UsageError('backup create takes no id');
       const label = values.label;
@@ -85,9 +84,8 @@ export async function backupCommand(argv: string[], fail: (err: unknown) => numb
     } else {
       throw new UsageError(`unknown command backup ${command}`);
     }
-    process.stdout.write(`${JSON.stringify(answer)}\n`);
-    return 0;
+    return out.finish({ answer });
   } catch (err) {
-    return fail(err);
+    return out.finish({ error: err });
   }
 }

@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { type CliTools, keepOption } from './cli-addons.js';
+import type { ProgressReport } from './cli-output.js';
 import { UpdateManager } from './client.js';
 import { UsageError } from './errors.js';
 import { GameManager, type GameProgress } from './game.js';
@@ -73,6 +74,7 @@ function gameManager(values: Values, tools: CliTools, offline: boolean): GameMan
     trustedKeys: offline ? [] : tools.readKeys(required(values, 'trust')),
     stateDir: required(values, 'state'),
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
+    retry: tools.out.retry,
   });
   const connections = values.connections;
   if (connections !== undefined && !/^\d{1,2}$/.test(connections))
@@ -86,38 +88,34 @@ function gameManager(values: Values, tools: CliTools, offline: boolean): GameMan
   });
 }
 
-/** The download's bar, on a terminal only. */
-function progress(tools: CliTools): ((p: GameProgress) => void) | undefined {
-  const bar = tools.progressBar();
-  if (bar === undefined) return undefined;
-  return (p) => {
-    if (p.phase === 'download') bar(p);
-  };
+/** The game's progress as the run reports it: plan and assemble count files, the download bytes. */
+function gameProgress(p: GameProgress): ProgressReport {
+  if (p.phase === 'download') return { phase: p.phase, unit: 'bytes', bytes: p.bytes, total: p.total, rate: p.rate };
+  return { phase: p.phase, unit: 'files', bytes: p.done, total: p.files };
 }
 
 export async function gameCommand(argv: string[], tools: CliTools): Promise<number> {
+  const { out } = tools;
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    return tools.fail(new UsageError((err as Error).message));
+    return out.finish({ error: new UsageError((err as Error).message) });
   }
   const [command, ...rest] = parsed.positionals;
   const { values } = parsed;
-  if (values.help || command === undefined) {
-    process.stdout.write(HELP);
-    return values.help ? 0 : 1;
-  }
+  if (values.help || command === undefined) return out.finish({ text: HELP, field: 'help', code: values.help ? 0 : 1 });
+  out.start(`game ${command}`);
   try {
     if (rest.length > 0) throw new UsageError(`game ${command} takes no ${rest.join(' ')}`);
-    const onProgress = progress(tools);
+    const onProgress = out.wantsProgress ? (p: GameProgress) => out.progress(gameProgress(p)) : undefined;
     const keep = keepOption(values.keep);
     const options = { ...(onProgress === undefined ? {} : { onProgress }), ...(keep === undefined ? {} : { keep }) };
     const withMirrors = <T extends { mirrors: unknown[] }>(result: T) => {
       const { mirrors, ...answer } = result;
       return mirrors.length > 0 ? { ...answer, mirrors } : answer;
     };
-    let answer: unknown;
+    let answer: object;
     let code = 0;
     if (command === 'status') {
       answer = await gameManager(values, tools, true).status();
@@ -132,9 +130,8 @@ export async function gameCommand(argv: string[], tools: CliTools): Promise<numb
     } else {
       throw new UsageError(`unknown command game ${command}`);
     }
-    process.stdout.write(`${JSON.stringify(answer)}\n`);
-    return code;
+    return out.finish({ answer, code });
   } catch (err) {
-    return tools.fail(err);
+    return out.finish({ error: err });
   }
 }

@@ -4,17 +4,22 @@
  * it says and, with `--install`, starts a mandatory update; `pending` and `applied` are the patch's
  * half of the lifecycle; `heartbeat` beats; `device-id` prints the device id. The last line on stdout is JSON; a
  * failure prints `{error, kind}` on stderr and exits 2 (verification refused) or 1 (anything else).
+ * With `--events` (any command), stdout is the JSON lines of docs/launcher-protocol.md instead (`cli-output.ts`).
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { addonsCommand } from './cli-addons.js';
+import { addonsCommand, type CliTools } from './cli-addons.js';
 import { backupCommand } from './cli-backup.js';
 import { gameCommand } from './cli-game.js';
-import { UpdateManager } from './client.js';
+import { failureReport, Output } from './cli-output.js';
+import { type UpdateInfo, UpdateManager } from './client.js';
 import type { PendingInstall } from './install.js';
 import type { Progress } from './download.js';
-import { LauncherClientError } from './errors.js';
+import { UsageError } from './errors.js';
 import type { TrustedKey } from './trust.js';
+
+/** Set by the single-executable build (scripts/build-exe.mjs), which has no package.json beside it. */
+declare const PATCHWELL_CLIENT_VERSION: string | undefined;
 
 const HELP = `Usage:
   launcher-client update --server URL --trust KEYS.json --state DIR --app APP --version-code N
@@ -61,9 +66,13 @@ Exit status: 0 success; 2 an answer or file failed verification (kind signature,
 integrity, publisher-signature; nothing is left in DIR/downloads); 1 any other failure (kind http, network,
 clock, usage, ...). Failures print {"error", "kind"} on stderr; kind clock (this computer's clock is wrong:
 the error is a sentence to show) adds "offsetMs", the clock's offset from the server's (negative: behind).
-`;
 
-class UsageError extends Error {}
+--events (any command, anywhere before --): stdout becomes JSON lines for a launcher to read, one
+object each, as they happen: {"event": "start"}, {"event": "progress"}, {"event": "log"} (what
+goes to stderr otherwise), and last one {"event": "result", ...the answer} or {"event": "error",
+"kind", "error", ...}; the exit status is the same. The protocol: docs/launcher-protocol.md.
+launcher-client --version prints the version.
+`;
 
 const OPTIONS = {
   server: { type: 'string' },
@@ -79,6 +88,7 @@ const OPTIONS = {
   install: { type: 'boolean' },
   once: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -123,28 +133,34 @@ function readPublisherKeys(files: readonly string[] = []): string[] {
   });
 }
 
-/** A one-line bar on stderr, redrawn in place (only when stderr is a terminal). */
-function progressBar(): ((p: Progress) => void) | undefined {
-  if (!process.stderr.isTTY) return undefined;
-  let finished = false;
+/** The package's version (the single executable's is set when it is built). */
+function packageVersion(): string {
+  if (typeof PATCHWELL_CLIENT_VERSION === 'string') return PATCHWELL_CLIENT_VERSION;
+  const manifest = JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return manifest.version;
+}
+
+/** The download's progress: the delta's (phase `delta`, told apart by its size) and the package's. */
+function downloadProgress(out: Output, update: UpdateInfo): ((p: Progress) => void) | undefined {
+  if (!out.wantsProgress) return undefined;
+  const delta = update.delta?.fileSize;
+  const file = update.fileName ?? undefined;
   return (p) => {
-    if (finished) return;
-    const share = p.total > 0 ? Math.min(1, p.bytes / p.total) : 0;
-    const width = 30;
-    const filled = Math.round(share * width);
-    const mib = (n: number) => (n / 1048576).toFixed(1);
-    process.stderr.write(
-      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(share * 100).toFixed(0).padStart(3)}% ` +
-        `${mib(p.bytes)}/${mib(p.total)} MiB ${mib(p.rate)} MiB/s`,
-    );
-    if (p.bytes >= p.total) {
-      finished = true;
-      process.stderr.write('\n');
-    }
+    const isDelta = delta !== undefined && p.total === delta && p.total !== update.fileSize;
+    out.progress({
+      phase: isDelta ? 'delta' : 'download',
+      unit: 'bytes',
+      bytes: p.bytes,
+      total: p.total,
+      rate: p.rate,
+      ...(isDelta || file === undefined ? {} : { file }),
+    });
   };
 }
 
-async function update(values: Values, installArgs: readonly string[]): Promise<unknown> {
+async function update(values: Values, installArgs: readonly string[], out: Output): Promise<object> {
   const versionCode = integer(required(values, 'version-code'), 'version-code');
   const patchCode = values['patch-version-code'];
   const lang = values.lang;
@@ -156,6 +172,7 @@ async function update(values: Values, installArgs: readonly string[]): Promise<u
     app: required(values, 'app'),
     ...(lang === undefined ? {} : { lang }),
     publisherKeys: readPublisherKeys(values['publisher-key']),
+    retry: out.retry,
   });
   await manager.startup(versionCode);
   const check = await manager.checkForUpdates(
@@ -164,14 +181,14 @@ async function update(values: Values, installArgs: readonly string[]): Promise<u
   );
   const optional = check.optional && { version: check.optional.version, versionCode: check.optional.versionCode };
   if (check.update === null) return { result: check.result, optional };
-  const onProgress = progressBar();
+  const onProgress = downloadProgress(out, check.update);
   const currentFile = check.update.kind === 'full' ? values['current-file'] : undefined;
   const downloaded = await manager.downloadUpdate(check.update, {
     ...(onProgress ? { onProgress } : {}),
     ...(currentFile === undefined ? {} : { currentFile }),
   });
   if (downloaded.deltaFailure !== null) {
-    process.stderr.write(`${JSON.stringify({ warning: `delta not used: ${downloaded.deltaFailure}` })}\n`);
+    out.log('warning', `delta not used: ${downloaded.deltaFailure}`);
   }
   return {
     result: check.result,
@@ -200,19 +217,19 @@ function stateManager(values: Values): UpdateManager {
   return new UpdateManager({ serverUrl: 'http://localhost/', trustedKeys: [], stateDir: required(values, 'state') });
 }
 
-async function pending(values: Values): Promise<unknown> {
+async function pending(values: Values): Promise<object> {
   const { install, patch } = await stateManager(values).pending();
   return { install, patch: patch && { file: patch.file, versionCode: patch.versionCode, sha256: patch.sha256 } };
 }
 
-async function applied(values: Values): Promise<unknown> {
+async function applied(values: Values): Promise<object> {
   const code = values['patch-version-code'];
   if (code === undefined) throw new UsageError('--patch-version-code is required');
   const patch = await stateManager(values).markPatchApplied(integer(code, 'patch-version-code'));
   return { applied: { file: patch.file, versionCode: patch.versionCode, sha256: patch.sha256 } };
 }
 
-async function heartbeat(values: Values): Promise<unknown> {
+async function heartbeat(values: Values, out: Output): Promise<object> {
   const versionCode = integer(required(values, 'version-code'), 'version-code');
   const manager = new UpdateManager({
     serverUrl: required(values, 'server'),
@@ -225,7 +242,10 @@ async function heartbeat(values: Values): Promise<unknown> {
     return { ok: true, deviceId: await manager.deviceId() };
   }
   const beat = manager.startHeartbeat(fields, {
-    onError: (err) => process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind })}\n`),
+    onError: (err) => {
+      const { error, ...fields } = failureReport(err).report;
+      out.log('error', String(error), fields);
+    },
   });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
@@ -235,57 +255,57 @@ async function heartbeat(values: Values): Promise<unknown> {
   return { ok: true, deviceId: await manager.deviceId() };
 }
 
-async function deviceId(values: Values): Promise<unknown> {
+async function deviceId(values: Values): Promise<object> {
   return { deviceId: await stateManager(values).deviceId() };
 }
 
 async function main(argv: string[]): Promise<number> {
-  if (argv[0] === 'addons') return addonsCommand(argv.slice(1), { readKeys, readPublisherKeys, progressBar, fail });
-  if (argv[0] === 'game') return gameCommand(argv.slice(1), { readKeys, readPublisherKeys, progressBar, fail });
-  if (argv[0] === 'backup') return backupCommand(argv.slice(1), fail);
   // What follows `--` is the installer's (`update --install -- ARGS`), not ours.
   const cut = argv.indexOf('--');
+  const ours = cut < 0 ? argv : argv.slice(0, cut);
   const passed = cut < 0 ? [] : argv.slice(cut + 1);
+  const args = ours.filter((arg) => arg !== '--events');
+  const group = args[0] === 'addons' || args[0] === 'game' || args[0] === 'backup' ? args[0] : undefined;
+  const out = Output.of(args.length < ours.length, group ?? '');
+  const tools: CliTools = { readKeys, readPublisherKeys, out };
+  const rest = [...args.slice(1), ...(cut < 0 ? [] : argv.slice(cut))];
+  if (group === 'addons') return addonsCommand(rest, tools);
+  if (group === 'game') return gameCommand(rest, tools);
+  if (group === 'backup') return backupCommand(rest, out);
   let parsed;
   try {
-    const args = cut < 0 ? argv : argv.slice(0, cut);
     parsed = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    return fail(new UsageError((err as Error).message));
+    return out.finish({ error: new UsageError((err as Error).message) });
   }
-  const [command, ...rest] = parsed.positionals;
+  const [command, ...more] = parsed.positionals;
+  if (parsed.values.version && command === undefined) {
+    out.start('version');
+    return out.finish({ text: packageVersion(), field: 'version', code: 0 });
+  }
   if (parsed.values.help || command === undefined || command === 'help') {
-    process.stdout.write(HELP);
-    return command === undefined && !parsed.values.help ? 1 : 0;
+    out.start('help');
+    return out.finish({ text: HELP, field: 'help', code: command === undefined && !parsed.values.help ? 1 : 0 });
   }
-  const commands: Record<string, (values: Values) => Promise<unknown>> = {
-    update: (values) => update(values, passed),
-    heartbeat,
+  out.start(command);
+  const commands: Record<string, (values: Values) => Promise<object>> = {
+    update: (values) => update(values, passed, out),
+    heartbeat: (values) => heartbeat(values, out),
     'device-id': deviceId,
     pending,
     applied,
   };
   const run = commands[command];
-  if (run === undefined || rest.length > 0)
-    return fail(new UsageError(`unknown command ${[command, ...rest].join(' ')}`));
-  if (passed.length > 0 && !(command === 'update' && parsed.values.install))
-    return fail(new UsageError('arguments after -- go to the installer: only with update --install'));
   try {
-    process.stdout.write(`${JSON.stringify(await run(parsed.values))}\n`);
-    return 0;
+    if (run === undefined || more.length > 0) throw new UsageError(`unknown command ${[command, ...more].join(' ')}`);
+    if (passed.length > 0 && !(command === 'update' && parsed.values.install))
+      throw new UsageError('arguments after -- go to the installer: only with update --install');
+    return out.finish({ answer: await run(parsed.values) });
   } catch (err) {
-    return fail(err);
+    return out.finish({ error: err });
   }
 }
 
-function fail(err: unknown): number {
-  if (err instanceof LauncherClientError) {
-    process.stderr.write(`${JSON.stringify({ error: err.message, kind: err.kind, ...err.details })}\n`);
-    return err.verification ? 2 : 1;
-  }
-  const kind = err instanceof UsageError || err instanceof TypeError ? 'usage' : 'internal';
-  process.stderr.write(`${JSON.stringify({ error: (err as Error).message ?? String(err), kind })}\n`);
-  return 1;
-}
-
-process.exitCode = await main(process.argv.slice(2));
+void main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+});

@@ -147,6 +147,9 @@ export class HttpError extends failure('HttpError', 'http') {
   ) {
     super(`${url} answered ${status}${serverMessage ? `: ${serverMessage}` : ''}`);
   }
+  override get details(): Record<string, unknown> {
+    return { status: this.status, url: this.url, serverMessage: this.serverMessage, retryAfterMs: this.retryAfterMs };
+  }
 }
 
 /** The request did not get an answer (refused, reset, timed out, cut off). */
@@ -180,6 +183,9 @@ export class DiskSpaceError extends failure('DiskSpaceError', 'disk-space') {
     readonly bytesFree: number,
   ) {
     super(`${bytesNeeded} bytes are needed in the game folder, ${bytesFree} are free`);
+  }
+  override get details(): Record<string, unknown> {
+    return { bytesNeeded: this.bytesNeeded, bytesFree: this.bytesFree };
   }
 }
 

@@ -11,6 +11,8 @@ export interface RetryOptions {
   baseDelayMs: number;
   /** Largest backoff in ms (default 30 000); a longer `Retry-After` is still honoured. */
   maxDelayMs: number;
+  /** Told of each failure about to be retried: the failure, the wait before the next attempt (ms), the failures counted so far. */
+  onRetry?: (failure: NetworkError | HttpError, delayMs: number, failures: number) => void;
 }
 
 export const DEFAULT_RETRY: RetryOptions = { retries: 5, baseDelayMs: 500, maxDelayMs: 30_000 };
@@ -176,7 +178,7 @@ export function answerError(url: string, status: number, body: Buffer | null, re
 }
 
 /** Whether a failure is worth another attempt: no answer, 429 or 5xx. */
-export function retryable(err: unknown): boolean {
+export function retryable(err: unknown): err is NetworkError | HttpError {
   return err instanceof NetworkError || (err instanceof HttpError && (err.status === 429 || err.status >= 500));
 }
 
@@ -209,7 +211,9 @@ export async function withRetries<T>(
       count.failures++;
       if (count.failures > options.retries) throw err;
       const retryAfter = err instanceof HttpError ? err.retryAfterMs : null;
-      await sleep(backoffMs(count.failures, options, retryAfter), signal);
+      const delay = backoffMs(count.failures, options, retryAfter);
+      options.onRetry?.(err, delay, count.failures);
+      await sleep(delay, signal);
     }
   }
 }

@@ -137,6 +137,8 @@ export interface Service {
   direct: string;
   proxy: TamperProxy;
   keys(): Promise<TrustedKey[]>;
+  /** A file of `keys()`, as the command's `--trust` reads it. */
+  keysFile(): Promise<string>;
   /** A fresh state folder (removed by `close`). */
   stateDir(): string;
   close(): Promise<void>;
@@ -147,19 +149,26 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
   const direct = await t.app.server.listen({ host: '127.0.0.1', port: 0 });
   const proxy = await TamperProxy.start(direct);
   const dirs: string[] = [];
+  const keys = async () => {
+    const listed = (await t.inject('/api/signing-keys')).json<TrustedKey[]>();
+    return listed.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey }));
+  };
+  const stateDir = () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-state-'));
+    dirs.push(dir);
+    return dir;
+  };
   return {
     t,
     direct,
     proxy,
-    async keys() {
-      const listed = (await t.inject('/api/signing-keys')).json<TrustedKey[]>();
-      return listed.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey }));
+    keys,
+    async keysFile() {
+      const file = path.join(stateDir(), 'keys.json');
+      fs.writeFileSync(file, JSON.stringify(await keys()));
+      return file;
     },
-    stateDir() {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-state-'));
-      dirs.push(dir);
-      return dir;
-    },
+    stateDir,
     async close() {
       await proxy.close();
       await t.close();
