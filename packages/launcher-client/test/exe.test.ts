@@ -4,7 +4,7 @@
  * exactly, keeps undici unloaded until a chunk download needs it, and the Python launcher of
  * `examples/python-launcher` drives it end to end.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,40 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type GameFile, manifestOf, publishBuild } from '../../../test/helpers/game.js';
 import { addonZip, gameFolder, publishAddon } from './addons-fixtures.js';
 import { runWithEvents } from './events-harness.js';
+import { buildWhenStale, exePath } from './exe-build.js';
 import { type Service, startService } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const PACKAGE = path.resolve(import.meta.dirname, '..');
-const EXE = path.join(PACKAGE, 'dist-exe', 'launcher-client-linux-x64');
+const EXE = exePath('linux-x64');
 const PYTHON_LAUNCHER = path.join(ROOT, 'examples', 'python-launcher', 'launcher.py');
 const KiB = 1024;
-
-/** The newest modification time among `paths` (files, or folders walked). */
-function newest(paths: readonly string[]): number {
-  let most = 0;
-  for (const p of paths) {
-    const stat = fs.statSync(p);
-    if (!stat.isDirectory()) most = Math.max(most, stat.mtimeMs);
-    else for (const name of fs.readdirSync(p)) most = Math.max(most, newest([path.join(p, name)]));
-  }
-  return most;
-}
-
-const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : 0);
-
-/** Builds `dist/` when a source is newer, then the executable when anything it is made of is newer. */
-function buildWhenStale(): void {
-  const inputs = [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json')];
-  if (mtime(path.join(PACKAGE, 'dist', 'cli.js')) < newest(inputs)) {
-    execFileSync('npm', ['run', 'build'], { cwd: PACKAGE, stdio: 'ignore' });
-  }
-  if (mtime(EXE) < newest([path.join(PACKAGE, 'dist'), path.join(PACKAGE, 'scripts', 'build-exe.mjs'), ...inputs])) {
-    execFileSync(process.execPath, ['scripts/build-exe.mjs', '--target', 'linux-x64'], {
-      cwd: PACKAGE,
-      stdio: 'ignore',
-    });
-  }
-}
 
 let s: Service;
 let keysFile: string;
@@ -57,7 +31,7 @@ const once = process.env.TEST_ENGINE === 'sqlite';
 
 beforeAll(async () => {
   if (!once) return;
-  buildWhenStale();
+  buildWhenStale('linux-x64');
   s = await startService();
   keysFile = await s.keysFile();
   await publish('2.0.0', 1, BUILD1);

@@ -26,7 +26,7 @@ export const WINDOWS_NODE = '22.23.3';
 const HERE = import.meta.dirname;
 const PACKAGE = path.resolve(HERE, '..');
 const STAND_INS = path.join(HERE, 'windows');
-const SHIM = path.join(STAND_INS, 'keepalive-shim.mjs');
+const SHIM = path.join(STAND_INS, 'keepalive-shim.cjs');
 const CACHE = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'patchwell-wine');
 const GCC = 'x86_64-w64-mingw32-gcc';
 const GCC_FLAGS = ['-O2', '-Wall', '-municode'];
@@ -193,7 +193,8 @@ export class Wine {
     return wine;
   }
 
-  private env(): NodeJS.ProcessEnv {
+  /** The environment every program under this Wine runs with (its prefix, a UTF-8 locale, the keep-alive shim). */
+  env(): NodeJS.ProcessEnv {
     return {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -201,7 +202,8 @@ export class Wine {
       WINEDEBUG: '-all',
       LANG: 'C.UTF-8',
       LC_ALL: 'C.UTF-8',
-      NODE_OPTIONS: `--import ${encodeURI(`file:///${win(SHIM).replaceAll('\\', '/')}`)}`,
+      // Forward slashes: NODE_OPTIONS reads a backslash as an escape.
+      NODE_OPTIONS: `--require "${win(SHIM).replaceAll('\\', '/')}"`,
     };
   }
 
@@ -230,6 +232,11 @@ export class Wine {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  /** The program that runs a Windows executable under this Wine (its leading argument is the executable). */
+  get loader(): string {
+    return this.tools.wine;
   }
 
   /** Runs `script` (a Linux path) on Windows Node with `args` (Windows paths where they are paths). */
