@@ -4,19 +4,19 @@
  * it says and, with `--install`, starts a mandatory update; `pending` and `applied` are the patch's
  * half of the lifecycle; `heartbeat` beats; `device-id` prints the device id. The last line on stdout is JSON; a
  * failure prints `{error, kind}` on stderr and exits 2 (verification refused) or 1 (anything else).
- * With `--events` (any command), stdout is the JSON lines of docs/launcher-protocol.md instead (`cli-output.ts`).
+ * With `--events` (any command), stdout is the JSON lines of docs/launcher-protocol.md instead (`cli/output.ts`).
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { addonsCommand, type CliTools } from './cli-addons.js';
-import { backupCommand } from './cli-backup.js';
-import { gameCommand } from './cli-game.js';
-import { failureReport, Output } from './cli-output.js';
-import { type UpdateInfo, UpdateManager } from './client.js';
-import type { PendingInstall } from './install.js';
-import type { Progress } from './download.js';
+import { addonsCommand, type CliTools } from './cli/addons.js';
+import { backupCommand } from './cli/backup.js';
+import { gameCommand } from './cli/game.js';
+import { failureReport, Output } from './cli/output.js';
+import { type UpdateInfo, UpdateManager } from './update/manager.js';
+import type { PendingInstall } from './update/install.js';
+import type { Progress } from './net/download.js';
 import { UsageError } from './errors.js';
-import type { TrustedKey } from './trust.js';
+import type { TrustedKey } from './trust/keys.js';
 
 /** Set by the single-executable build (scripts/build-exe.mjs), which has no package.json beside it. */
 declare const PATCHWELL_CLIENT_VERSION: string | undefined;

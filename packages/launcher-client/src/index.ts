@@ -15,14 +15,14 @@ export {
   type OutdatedAddon,
   type ScanReport,
   type UpdateReport,
-} from './addons.js';
+} from './addons/manager.js';
 export {
   type ArchiveLimits,
   DEFAULT_ARCHIVE_LIMITS,
   type ExtractedArchive,
   extractArchive,
   type HashedFile,
-} from './archive.js';
+} from './disk/archive.js';
 export {
   type AutomaticReason,
   type BackupReason,
@@ -35,7 +35,7 @@ export {
   restoreSnapshot,
   snapshotBeforeChange,
   type SnapshotOptions,
-} from './backups.js';
+} from './backups/snapshots.js';
 export {
   type AddonAnswer,
   type AddonReleaseFile,
@@ -53,9 +53,9 @@ export {
   UpdateManager,
   type UpdateManagerEvents,
   type UpdateManagerOptions,
-} from './client.js';
-export type { DeltaEngine, DeltaOffer } from './delta.js';
-export type { Progress } from './download.js';
+} from './update/manager.js';
+export type { DeltaEngine, DeltaOffer } from './update/delta.js';
+export type { Progress } from './net/download.js';
 export {
   AbortedError,
   AnswerTooLargeError,
@@ -82,7 +82,7 @@ export {
   UnsafePathError,
   UsageError,
 } from './errors.js';
-export { archiveFingerprints, type FolderFingerprint, folderFingerprint } from './fingerprint.js';
+export { archiveFingerprints, type FolderFingerprint, folderFingerprint } from './addons/fingerprint.js';
 export {
   type GameBuild,
   type GameCheckAnswer,
@@ -96,16 +96,16 @@ export {
   type GameUpdateResult,
   type GameVerifyResult,
   type MirrorReport,
-} from './game.js';
-export { checkManifest, type GameManifest, type ManifestFile } from './game-manifest.js';
-export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './heartbeat.js';
-export type { RetryOptions } from './http.js';
+} from './game/manager.js';
+export { checkManifest, type GameManifest, type ManifestFile } from './game/manifest.js';
+export { Heartbeat, type HeartbeatBody, type HeartbeatOptions } from './update/heartbeat.js';
+export type { RetryOptions } from './net/http.js';
 export {
   type LifecycleRecord,
   PACKAGE_EXTENSIONS,
   type PackageFile,
   type PendingInstall,
   type PendingPatch,
-} from './install.js';
-export type { SigningKeyEntry, TrustedKey } from './trust.js';
-export type { CheckedFile, ExpectedFile, FileCheck } from './verify.js';
+} from './update/install.js';
+export type { SigningKeyEntry, TrustedKey } from './trust/keys.js';
+export type { CheckedFile, ExpectedFile, FileCheck } from './trust/verify.js';

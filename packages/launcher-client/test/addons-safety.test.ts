@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { chooseAdoptions } from '../src/addon-scan.js';
+import { chooseAdoptions } from '../src/addons/scan.js';
 import { AddonManager, IntegrityError, UpdateManager } from '../src/index.js';
 import { addonZip, gameFolder, publishAddon, tree, zip } from './addons-fixtures.js';
 import { type Service, startService } from './helpers.js';

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
-import { prehash, releaseTrustedComment } from '../src/minisign.js';
+import { prehash, releaseTrustedComment } from '../src/trust/minisign.js';
 import {
   AbortedError,
   AddonManager,

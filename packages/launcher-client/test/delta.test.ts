@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createVersion, upload } from '../../../test/helpers/app.js';
-import { zlibZstd } from '../src/delta.js';
+import { zlibZstd } from '../src/update/delta.js';
 import { AbortedError, type DeltaOffer, type DownloadedUpdate, type UpdateInfo, UpdateManager } from '../src/index.js';
 import { downloadsOf, launcherPackage, NODE_24, type Service, signLikeTheService, startService } from './helpers.js';
 

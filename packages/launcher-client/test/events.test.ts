@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type GameFile, manifestOf, publishBuild } from '../../../test/helpers/game.js';
-import { Output, PROGRESS_EVERY_MS, ProgressGate } from '../src/cli-output.js';
+import { Output, PROGRESS_EVERY_MS, ProgressGate } from '../src/cli/output.js';
 import type { DeltaOffer } from '../src/index.js';
 import { addonZip, gameFolder, publishAddon } from './addons-fixtures.js';
 import { type EventRun, type LauncherEvent, runWithEvents } from './events-harness.js';

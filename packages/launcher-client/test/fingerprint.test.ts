@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ArchiveError } from '../src/errors.js';
-import { archiveFingerprints, folderFingerprint } from '../src/fingerprint.js';
+import { archiveFingerprints, folderFingerprint } from '../src/addons/fingerprint.js';
 import { zip } from './addons-fixtures.js';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'fingerprint-test-'));

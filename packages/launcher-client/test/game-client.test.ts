@@ -15,9 +15,9 @@ import {
   type TrustedKey,
   UpdateManager,
 } from '../src/index.js';
-import { listSnapshots } from '../src/backups.js';
-import { gameTrustedComment, prehash } from '../src/minisign.js';
-import { StateFolder } from '../src/state.js';
+import { listSnapshots } from '../src/backups/snapshots.js';
+import { gameTrustedComment, prehash } from '../src/trust/minisign.js';
+import { StateFolder } from '../src/disk/state.js';
 import { generateKeyPair, parseSecretKey, signPrehash } from '../../publish/src/minisign.js';
 import {
   CLI,

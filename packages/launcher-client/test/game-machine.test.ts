@@ -21,8 +21,8 @@ import {
   UnsafePathError,
   UpdateManager,
 } from '../src/index.js';
-import { listSnapshots, restoreSnapshot } from '../src/backups.js';
-import { StateFolder } from '../src/state.js';
+import { listSnapshots, restoreSnapshot } from '../src/backups/snapshots.js';
+import { StateFolder } from '../src/disk/state.js';
 import { addonZip, publishAddon } from './addons-fixtures.js';
 import {
   cli,

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ChunkBuffer, Hasher } from '../src/hasher.js';
+import { ChunkBuffer, Hasher } from '../src/game/hasher.js';
 
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 /** A chunk buffer holding `bytes` (and room to spare, as a worker's buffer has). */

@@ -1,8 +1,8 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SignatureError } from '../src/errors.js';
-import { signatureBase, signatureCandidates, verifyEd25519 } from '../src/http-signature.js';
-import { parseDictionary, serializeInnerList, StructuredFieldError } from '../src/structured-fields.js';
+import { signatureBase, signatureCandidates, verifyEd25519 } from '../src/trust/http-signature.js';
+import { parseDictionary, serializeInnerList, StructuredFieldError } from '../src/trust/structured-fields.js';
 
 // RFC 9421 Appendix B.1.4: test-key-ed25519 (the JWK's x, the raw public key, base64url).
 const RFC_PUBLIC_KEY = Buffer.from('JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs', 'base64url');

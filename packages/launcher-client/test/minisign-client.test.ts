@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, parseSecretKey, signPrehash, type MinisignSecretKey } from '../../publish/src/minisign.js';
 import { minisign, minisignKeyPair, minisignWanted } from '../../../test/helpers/minisign.js';
-import { prehash, versionTrustedComment } from '../src/minisign.js';
+import { prehash, versionTrustedComment } from '../src/trust/minisign.js';
 import { PublisherSignatureError, UpdateManager } from '../src/index.js';
 import { admin, downloadsOf, launcherPackage, publishVersion, type Service, startService } from './helpers.js';
 

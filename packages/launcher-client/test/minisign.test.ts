@@ -15,7 +15,7 @@ import {
   prehashFile,
   releaseTrustedComment,
   versionTrustedComment,
-} from '../src/minisign.js';
+} from '../src/trust/minisign.js';
 
 // Signatures made by Debian's minisign verify with ours, and what minisign refuses we refuse.
 describe('minisign key ids', () => {

@@ -3,8 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StaleAnswerError } from '../src/errors.js';
-import { StateFolder } from '../src/state.js';
-import { ReplayMemory } from '../src/verify.js';
+import { StateFolder } from '../src/disk/state.js';
+import { ReplayMemory } from '../src/trust/verify.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-replay-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));

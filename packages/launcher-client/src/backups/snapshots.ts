@@ -9,7 +9,7 @@
  *   automatic snapshot only when `WTF` changed since the newest snapshot of the same scope (a
  *   fingerprint of its names, sizes and modification times), and keeps the newest `keep` automatic
  *   ones. Manual snapshots (`createSnapshot`) are never pruned.
- * - A zip is written under the rules the addon extractor enforces (`archive.ts`): every name a safe
+ * - A zip is written under the rules the addon extractor enforces (`disk/archive.ts`): every name a safe
  *   segment on every system, no two differing only by case, within the default limits; so a
  *   snapshot is always restorable by this client.
  * - `restoreSnapshot` extracts beside `WTF` (same file system), checks every file against the hashes
@@ -17,7 +17,7 @@
  *   current `WTF` as a new automatic snapshot, then swaps the folders in whole. The swap is journalled
  *   (`backups-restore.json`) as the addon swap is: a process killed midway is rolled back, or once
  *   the swap completed finished, by the next snapshot operation (`recoverRestore`).
- * - On a player's real machine (`guard.ts`): every function here that writes holds the state folder's
+ * - On a player's real machine (`disk/guard.ts`): every function here that writes holds the state folder's
  *   lock (a call inside a game or addon operation runs under the lock its operation holds); a restore
  *   checks `WTF` (and with addons `Interface/AddOns`) before its first write: a link or a mount point
  *   there, or a mount point inside what it replaces, is `UnsafePathError`; its renames and deletes in
@@ -30,10 +30,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import yazl from 'yazl';
-import { badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive } from './archive.js';
-import { ArchiveError, NotFoundError, StateError, UsageError } from './errors.js';
-import { FolderGuard, withLock } from './guard.js';
-import { removeDurably, renameDurably, type StateFolder } from './state.js';
+import { badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive } from '../disk/archive.js';
+import { ArchiveError, NotFoundError, StateError, UsageError } from '../errors.js';
+import { FolderGuard, withLock } from '../disk/guard.js';
+import { removeDurably, renameDurably, type StateFolder } from '../disk/state.js';
 
 /** Why a snapshot was taken: by hand, or before which change. */
 export type BackupReason =

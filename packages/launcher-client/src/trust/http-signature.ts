@@ -5,7 +5,7 @@
  * caller's policy (`verify.ts`).
  */
 import { createPublicKey, verify } from 'node:crypto';
-import { SignatureError } from './errors.js';
+import { SignatureError } from '../errors.js';
 import {
   isInnerList,
   type Parameters,

@@ -4,11 +4,11 @@
  * archive refused) or 1. An `update` where some addons failed still prints its JSON, with `failed`.
  */
 import { parseArgs } from 'node:util';
-import { AddonManager, type AddonProgress } from './addons.js';
-import type { Output, ProgressReport } from './cli-output.js';
-import { UpdateManager } from './client.js';
-import { isVerificationKind, UsageError } from './errors.js';
-import type { TrustedKey } from './trust.js';
+import { AddonManager, type AddonProgress } from '../addons/manager.js';
+import type { Output, ProgressReport } from './output.js';
+import { UpdateManager } from '../update/manager.js';
+import { isVerificationKind, UsageError } from '../errors.js';
+import type { TrustedKey } from '../trust/keys.js';
 
 /** What `cli.ts` lends the game and addon commands: reading keys alike, and the run's one output. */
 export interface CliTools {

@@ -35,7 +35,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BlockedError, BusyError, type LockHolder, StateError, UnsafePathError } from './errors.js';
+import { BlockedError, BusyError, type LockHolder, StateError, UnsafePathError } from '../errors.js';
 import { syncFolder } from './state.js';
 
 /**

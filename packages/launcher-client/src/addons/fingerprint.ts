@@ -5,10 +5,10 @@
  * algorithm.
  */
 import { createHash } from 'node:crypto';
-import { type ArchiveLimits, archiveFolderFiles, DEFAULT_ARCHIVE_LIMITS, type HashedFile } from './archive.js';
+import { type ArchiveLimits, archiveFolderFiles, DEFAULT_ARCHIVE_LIMITS, type HashedFile } from '../disk/archive.js';
 
-export { ArchiveError } from './errors.js';
-export type { HashedFile } from './archive.js';
+export { ArchiveError } from '../errors.js';
+export type { HashedFile } from '../disk/archive.js';
 
 /** A top-level folder and its fingerprint. */
 export interface FolderFingerprint {

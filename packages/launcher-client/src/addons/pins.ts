@@ -3,8 +3,8 @@
  * stays at its version; `AddonManager.update` leaves it alone and lists it as `pinned`.
  * `install SLUG@VERSION` pins, `install SLUG` (the newest) and `remove` unpin.
  */
-import { StateError, UsageError } from './errors.js';
-import type { StateFolder } from './state.js';
+import { StateError, UsageError } from '../errors.js';
+import type { StateFolder } from '../disk/state.js';
 
 const FILE = 'addon-pins.json';
 

@@ -3,10 +3,10 @@
  * rotation: `GET /api/signing-keys` lists the new key with the previous key's Ed25519 signature over
  * its raw public key). Adopted keys are remembered in the state folder's `trusted-keys.json`.
  */
-import type { paths } from './api.js';
-import { StateError } from './errors.js';
+import type { paths } from '../api.js';
+import { StateError } from '../errors.js';
 import { verifyEd25519 } from './http-signature.js';
-import type { StateFolder } from './state.js';
+import type { StateFolder } from '../disk/state.js';
 
 /** A key as the app pins it: `{keyId, publicKey}` of a `GET /api/signing-keys` entry. */
 export interface TrustedKey {

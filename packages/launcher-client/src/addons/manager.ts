@@ -10,7 +10,7 @@
  * Nothing else in the game folder is touched: not `WTF`, not a folder of `Interface/AddOns` that no
  * manifest names, except one an install replaces (kept aside, restorable, until the install completes).
  *
- * On a player's real machine (`guard.ts`): every change holds the state folder's lock (`BusyError`
+ * On a player's real machine (`disk/guard.ts`): every change holds the state folder's lock (`BusyError`
  * while another operation runs; `list` and `outdated` then answer from the manifests without
  * recovering anything); `Interface`, `Interface/AddOns`, the work folder and every folder moved in or
  * aside are checked before the first write and the first rename (a link or a mount point there is
@@ -20,13 +20,13 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { AddonPins, parseAddonSpec } from './addon-pins.js';
-import { chooseAdoptions, type FoundFolder, fingerprintFolder } from './addon-scan.js';
-import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive, foldName } from './archive.js';
-import { type AutomaticReason, DEFAULT_KEEP, recoverRestore, snapshotBeforeChange } from './backups.js';
-import { FolderGuard, whenUnlocked, withLock } from './guard.js';
-import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from './client.js';
-import type { Progress } from './download.js';
+import { AddonPins, parseAddonSpec } from './pins.js';
+import { chooseAdoptions, type FoundFolder, fingerprintFolder } from './scan.js';
+import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive, foldName } from '../disk/archive.js';
+import { type AutomaticReason, DEFAULT_KEEP, recoverRestore, snapshotBeforeChange } from '../backups/snapshots.js';
+import { FolderGuard, whenUnlocked, withLock } from '../disk/guard.js';
+import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from '../update/manager.js';
+import type { Progress } from '../net/download.js';
 import {
   AbortedError,
   ArchiveError,
@@ -36,8 +36,8 @@ import {
   StateError,
   IntegrityError,
   UsageError,
-} from './errors.js';
-import { removeDurably } from './state.js';
+} from '../errors.js';
+import { removeDurably } from '../disk/state.js';
 
 /** A dependency as releases list it. */
 export type AddonDependency = AddonAnswer['releases'][number]['dependencies'][number];
@@ -299,7 +299,7 @@ export class AddonManager {
    * Adopts addons unpacked by hand: fingerprints every folder of `Interface/AddOns` that no manifest
    * names, asks the catalogue (`POST /api/addons/fingerprints`, 5,000 per request) which releases'
    * folders they are, and writes a manifest for each addon whose folders found all match one release
-   * of it (see `addon-scan.ts`). Nothing is downloaded, nothing in the game folder changes.
+   * of it (see `scan.ts`). Nothing is downloaded, nothing in the game folder changes.
    */
   async scan(signal?: AbortSignal): Promise<ScanReport> {
     return withLock(this.stateDir, 'addons-scan', () => this.scanLocked(signal));

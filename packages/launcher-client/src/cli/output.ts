@@ -4,8 +4,8 @@
  * mode (the answer as the last JSON line on stdout, `{error, kind, …}` on stderr, a bar on a
  * terminal) and `--events` (JSON lines on stdout: docs/launcher-protocol.md) cannot drift apart.
  */
-import { LauncherClientError, UsageError } from './errors.js';
-import type { RetryOptions } from './http.js';
+import { LauncherClientError, UsageError } from '../errors.js';
+import type { RetryOptions } from '../net/http.js';
 
 /** The version of the `--events` protocol (docs/launcher-protocol.md); raised only by a change a host could trip on. */
 export const PROTOCOL = 1;

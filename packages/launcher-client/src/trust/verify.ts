@@ -5,11 +5,11 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
-import { ClockError, DigestError, IntegrityError, SignatureError, StaleAnswerError } from './errors.js';
+import { ClockError, DigestError, IntegrityError, SignatureError, StaleAnswerError } from '../errors.js';
 import { integerParam, signatureBase, signatureCandidates, stringParam, verifyEd25519 } from './http-signature.js';
-import type { StateFolder } from './state.js';
+import type { StateFolder } from '../disk/state.js';
 import { isInnerList, parseDictionary, StructuredFieldError } from './structured-fields.js';
-import type { KeyRing } from './trust.js';
+import type { KeyRing } from './keys.js';
 
 /** A request as the client sent it: what a signed answer to it must cover. */
 export interface SentRequest {

@@ -3,9 +3,9 @@
  * after a 429, a 5xx or a network error the next waits longer (doubling, up to a ceiling, or the
  * server's `Retry-After`). A running heartbeat never throws into the host app; `stop()` ends it.
  */
-import type { paths } from './api.js';
-import { HttpError, LauncherClientError, NetworkError } from './errors.js';
-import { httpError, readBody, retryable, send, sleep } from './http.js';
+import type { paths } from '../api.js';
+import { HttpError, LauncherClientError, NetworkError } from '../errors.js';
+import { httpError, readBody, retryable, send, sleep } from '../net/http.js';
 
 export type HeartbeatBody = paths['/api/launcher/heartbeat']['post']['requestBody']['content']['application/json'];
 

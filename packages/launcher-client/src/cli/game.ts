@@ -4,11 +4,11 @@
  * 2 (verification refused an answer, manifest or chunk) or 1; `verify` exits 3 when the game is not whole.
  */
 import { parseArgs } from 'node:util';
-import { type CliTools, keepOption } from './cli-addons.js';
-import type { ProgressReport } from './cli-output.js';
-import { UpdateManager } from './client.js';
-import { UsageError } from './errors.js';
-import { GameManager, type GameProgress } from './game.js';
+import { type CliTools, keepOption } from './addons.js';
+import type { ProgressReport } from './output.js';
+import { UpdateManager } from '../update/manager.js';
+import { UsageError } from '../errors.js';
+import { GameManager, type GameProgress } from '../game/manager.js';
 
 const HELP = `Usage:
   launcher-client game status --state DIR --game-dir GAME

@@ -3,14 +3,14 @@
  * the specification's client flow (`checkForUpdates`), fetches and verifies what it says
  * (`downloadUpdate`), installs it (`installUpdate`, `startup`, `markPatchApplied`: `install.ts`),
  * beats (`startHeartbeat`) and answers addon managers (`checkAddons`, `releaseByHash`). Every answer
- * it uses is verified first (`verify.ts`), and so is every file before it is kept or started.
+ * it uses is verified first (`trust/verify.ts`), and so is every file before it is kept or started.
  */
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { paths } from './api.js';
+import type { paths } from '../api.js';
 import { applyDelta, type DeltaEngine, type DeltaOffer, removeAbandonedRebuilds } from './delta.js';
 import {
   DEFAULT_MIN_BYTES_PER_SECOND,
@@ -20,7 +20,7 @@ import {
   fetchFile,
   partFiles,
   type Progress,
-} from './download.js';
+} from '../net/download.js';
 import {
   HttpError,
   IntegrityError,
@@ -28,7 +28,7 @@ import {
   PublisherSignatureError,
   RollbackError,
   StateError,
-} from './errors.js';
+} from '../errors.js';
 import { Heartbeat, type HeartbeatBody, type HeartbeatOptions, sendHeartbeat } from './heartbeat.js';
 import {
   DEFAULT_RETRY,
@@ -38,7 +38,7 @@ import {
   type RetryOptions,
   sendWithin,
   withRetries,
-} from './http.js';
+} from '../net/http.js';
 import {
   Lifecycle,
   type LifecycleRecord,
@@ -57,9 +57,9 @@ import {
   prehashFile,
   releaseTrustedComment,
   versionTrustedComment,
-} from './minisign.js';
-import { StateFolder } from './state.js';
-import { KeyRing, type SigningKeyEntry, type TrustedKey } from './trust.js';
+} from '../trust/minisign.js';
+import { StateFolder } from '../disk/state.js';
+import { KeyRing, type SigningKeyEntry, type TrustedKey } from '../trust/keys.js';
 import {
   type AnswerPolicy,
   type FileCheck,
@@ -67,7 +67,7 @@ import {
   type SentRequest,
   verifyAnswer,
   verifyFile,
-} from './verify.js';
+} from '../trust/verify.js';
 
 type Json<P extends keyof paths, M extends 'get' | 'post'> = paths[P][M] extends {
   responses: { 200: { content: { 'application/json': infer T } } };

@@ -23,14 +23,14 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import zlib from 'node:zlib';
-import { fetchFile, type FetchFileOptions, partFiles } from './download.js';
-import { AbortedError } from './errors.js';
-import { type ExpectedFile, type FileCheck, verifyFile } from './verify.js';
+import { fetchFile, type FetchFileOptions, partFiles } from '../net/download.js';
+import { AbortedError } from '../errors.js';
+import { type ExpectedFile, type FileCheck, verifyFile } from '../trust/verify.js';
 
 /** check-update's `latest.delta`: a patch from the version the client checked with. */
 export type DeltaOffer = Readonly<
   NonNullable<
-    import('./api.js').paths['/api/software/check-update']['get']['responses'][200]['content']['application/json']['latest']['delta']
+    import('../api.js').paths['/api/software/check-update']['get']['responses'][200]['content']['application/json']['latest']['delta']
   >
 >;
 

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Dispatcher } from 'undici';
-import { AbortedError, AnswerTooLargeError, IntegrityError, NetworkError } from './errors.js';
+import { AbortedError, AnswerTooLargeError, IntegrityError, NetworkError } from '../errors.js';
 import {
   answerError,
   type Deadline,

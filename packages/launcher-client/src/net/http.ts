@@ -2,7 +2,7 @@
  * Requests with typed failures, and the one backoff rule every retry uses: exponential with full
  * jitter, or the server's `Retry-After` when it gives one.
  */
-import { AbortedError, AnswerTooLargeError, HttpError, NetworkError } from './errors.js';
+import { AbortedError, AnswerTooLargeError, HttpError, NetworkError } from '../errors.js';
 
 export interface RetryOptions {
   /** Attempts after the first (default 5). */

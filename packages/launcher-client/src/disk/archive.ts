@@ -20,7 +20,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import yauzl from 'yauzl';
-import { AbortedError, ArchiveError } from './errors.js';
+import { AbortedError, ArchiveError } from '../errors.js';
 
 export interface ArchiveLimits {
   /** Most entries (files and folders) an archive may hold (default 20 000). */

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { StateError } from './errors.js';
+import { StateError } from '../errors.js';
 
 const DEVICE_ID = /^[\x21-\x7e]{1,128}$/;
 

@@ -1,14 +1,14 @@
 /**
- * `launcher-client backup create|list|restore|remove`: settings snapshots (`backups.ts`) as a
+ * `launcher-client backup create|list|restore|remove`: settings snapshots (`backups/snapshots.ts`) as a
  * command. The last line on stdout is JSON; a failure prints `{error, kind}` on stderr and exits 2
  * (a snapshot refused, kind archive) or 1.
  */
 import { parseArgs } from 'node:util';
-import { createSnapshot, listSnapshots, removeSnapshot, restoreSnapshot } from './backups.js';
-import { keepOption } from './cli-addons.js';
-import type { Output } from './cli-output.js';
-import { UsageError } from './errors.js';
-import { StateFolder } from './state.js';
+import { createSnapshot, listSnapshots, removeSnapshot, restoreSnapshot } from '../backups/snapshots.js';
+import { keepOption } from './addons.js';
+import type { Output } from './output.js';
+import { UsageError } from '../errors.js';
+import { StateFolder } from '../disk/state.js';
 
 const HELP = `Usage:
   launcher-client backup create  --state DIR --game-dir GAME [--label TEXT] [--with-addons]

@@ -12,9 +12,9 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { HashedFile } from './archive.js';
-import type { FolderMatchesAnswer } from './client.js';
-import { IntegrityError } from './errors.js';
+import type { HashedFile } from '../disk/archive.js';
+import type { FolderMatchesAnswer } from '../update/manager.js';
+import { IntegrityError } from '../errors.js';
 import { folderFingerprint } from './fingerprint.js';
 
 /** A folder of `Interface/AddOns` no manifest names: its name, fingerprint and files (`/`-separated, inside it). */

@@ -12,7 +12,7 @@
  * the game folder changed; what its work files hold is kept and used by the next run); one killed
  * after is finished by the next call.
  *
- * On a player's real machine (`guard.ts`): every operation holds the state folder's lock; every path
+ * On a player's real machine (`disk/guard.ts`): every operation holds the state folder's lock; every path
  * it writes or deletes is checked before its first write and again before its first rename (no link,
  * no mount point, nothing in the way), and renamed or deleted through the guard. A refusal before
  * the first rename clears the record (nothing under way; the work files kept). Durability: the state
@@ -26,9 +26,9 @@ import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { paths } from './api.js';
-import { snapshotBeforeChange } from './backups.js';
-import { reported, type UpdateManager } from './client.js';
+import type { paths } from '../api.js';
+import { snapshotBeforeChange } from '../backups/snapshots.js';
+import { reported, type UpdateManager } from '../update/manager.js';
 import {
   AbortedError,
   AnswerTooLargeError,
@@ -40,14 +40,14 @@ import {
   ManifestError,
   RollbackError,
   StateError,
-} from './errors.js';
-import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './game-manifest.js';
-import { chunkConnections, downloadInto } from './download.js';
-import { FolderGuard, lockHolder, withLock } from './guard.js';
+} from '../errors.js';
+import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './manifest.js';
+import { chunkConnections, downloadInto } from '../net/download.js';
+import { FolderGuard, lockHolder, withLock } from '../disk/guard.js';
 import { ChunkBuffer, Hasher } from './hasher.js';
-import { withRetries } from './http.js';
-import { gameTrustedComment, prehash } from './minisign.js';
-import { removeDurably, writeDurably } from './state.js';
+import { withRetries } from '../net/http.js';
+import { gameTrustedComment, prehash } from '../trust/minisign.js';
+import { removeDurably, writeDurably } from '../disk/state.js';
 
 /** The verified answer of `GET /api/game/check-update`. */
 export type GameCheckAnswer = paths['/api/game/check-update']['get']['responses'][200]['content']['application/json'];

@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { StateFolder } from './state.js';
+import type { StateFolder } from '../disk/state.js';
 
 /** A package file this device has (or had) installed or is about to. */
 export interface PackageFile {
