@@ -43,8 +43,8 @@ const RETRIED = new Set([429, 502, 503, 504]);
 /** Waits before the retries (ms, doubled each time up to the last); a Retry-After up to RETRY_AFTER_MAX_S wins. */
 export const RETRY_DELAYS_MS = [1000, 2000, 4000, 8000, 16000];
 const RETRY_AFTER_MAX_S = 60;
-/** The default per-request deadline: an attempt that gets no answer (no byte) for this long fails and is retried. */
-export const REQUEST_TIMEOUT_MS = 60_000;
+/** The default per-request deadline, the launcher's (30 s): an attempt that gets no answer (no byte) for this long fails and is retried. */
+export const REQUEST_TIMEOUT_MS = 30_000;
 
 /** The wait a `Retry-After` (seconds or an HTTP date) asks for, in ms; null when absent or unusable. */
 export function retryAfterMs(header: string | null | undefined): number | null {

@@ -5,7 +5,8 @@
  * Failure: {"error": "..."} on stderr, exit 1.
  */
 import { createRequire } from 'node:module';
-import { commands, type Context } from './commands.js';
+import { commands } from './commands.js';
+import type { Context } from './context.js';
 import { parseOptions, renderOptions, UsageError } from './options.js';
 
 const PACKAGE_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;

@@ -37,18 +37,13 @@ import {
   publishBuild,
   walkClient,
 } from './game.js';
+import type { Context } from './context.js';
 import { generateKeyPair, parseSecretKey, signPrehash } from './minisign.js';
 import { type OptionSpecs, type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 import { FileUrlStorage, stateFile } from './state.js';
 import { CHUNK_BYTES } from './tus.js';
 import { describeFile, forgetUpload, type LocalFile, uploadFile } from './upload.js';
-
-export interface Context {
-  /** Where progress goes (stderr); stdout carries only the answer's JSON line. */
-  progress: NodeJS.WritableStream & { isTTY?: boolean };
-  env: NodeJS.ProcessEnv;
-}
 
 export interface Command {
   summary: string;
@@ -438,12 +433,24 @@ async function publishGame(options: ParsedOptions, context: Context): Promise<un
   };
   const manifestOut = options.get('manifest-out');
   if (manifestOut !== undefined) {
+    const writeManifest = async (app: string) => {
+      const { manifest, trustedComment } = await manifestOf(await clientOf(app));
+      await fs.writeFile(manifestOut, manifest.text);
+      const { files: count, totalBytes } = manifest;
+      return { manifest: manifestOut, sha256: manifest.sha256, trustedComment, files: count, totalBytes };
+    };
+    // The app from the service when --server is given (as a publish does), else as --app says.
+    if (options.get('server') !== undefined) {
+      return withApi(async (api) => writeManifest(serviceApp(options, await api.json<Me>('GET', '/api/admin/me'))))(
+        options,
+        context,
+      );
+    }
     const app = options.get('app');
-    if (app === undefined) throw new UsageError("--manifest-out: --app is required (the service's APP_NAME)");
-    const { manifest, trustedComment } = await manifestOf(await clientOf(app));
-    await fs.writeFile(manifestOut, manifest.text);
-    const { files: count, totalBytes } = manifest;
-    return { manifest: manifestOut, sha256: manifest.sha256, trustedComment, files: count, totalBytes };
+    if (app === undefined) {
+      throw new UsageError("--manifest-out: --app (the service's APP_NAME) or --server (to read it) is required");
+    }
+    return writeManifest(app);
   }
   options.require('server');
   return withApi(async (api) => {
@@ -514,11 +521,15 @@ export const commands: Record<string, Command> = {
       'service lacks uploaded; rerunning is safe',
     options: {
       ...server,
-      server: { ...server.server, required: false, help: `${server.server?.help} (not with --manifest-out)` },
+      server: {
+        ...server.server,
+        required: false,
+        help: `${server.server?.help} (with --manifest-out: only to read its APP_NAME)`,
+      },
       dir: { value: 'CLIENT', help: 'the game client folder (regular files only)', required: true },
       app: {
         value: 'NAME',
-        help: "the manifest's app: the service's APP_NAME (default: the service's; required with --manifest-out)",
+        help: "the manifest's app: the service's APP_NAME (default: the service's; with --manifest-out and no --server, required)",
       },
       version: { value: 'V', help: 'the build version, e.g. 1.18.3', required: true },
       'build-code': {

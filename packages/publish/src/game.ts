@@ -13,7 +13,7 @@ import { minimatch } from 'minimatch';
 import { checkManifest, inPlayerFolder, PLAYER_FOLDERS } from 'patchwell-client/game-manifest';
 import { gameTrustedComment, prehash } from 'patchwell-client/minisign';
 import { type Api, ApiError, type GameBuild, type MissingChunks } from './api.js';
-import type { Context } from './commands.js';
+import type { Context } from './context.js';
 import { Chunker, chunkFile, GAME_CHUNK_SIZES } from './fastcdc.js';
 import { type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';

@@ -46,6 +46,15 @@ describe('the per-request deadline', () => {
     api.close();
   });
 
+  it("the default deadline is the launcher's, 30 s (a service that never answers costs 30 s an attempt, not 60)", async () => {
+    const api = new Api(server, 'token', () => undefined, []);
+    const started = Date.now();
+    await expect(api.json('GET', '/api/admin/me')).rejects.toThrow('GET /api/admin/me: no answer within 30 s');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(29_000);
+    expect(Date.now() - started).toBeLessThan(40_000);
+    api.close();
+  }, 60_000);
+
   it('so does a tus upload request (its own connections carry the deadline)', async () => {
     const lines: string[] = [];
     const api = new Api(server, 'token', (line) => lines.push(line), [0], 500);

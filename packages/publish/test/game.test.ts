@@ -266,14 +266,21 @@ describe('launcher-publish game', () => {
     const withoutApp = ['--dir', signed, '--version', '1.18.5', '--build-code', '5', '--manifest-out', out];
     const noApp = await run(['game', ...withoutApp, ...args]);
     expect(noApp.code).toBe(1);
-    expect(errorOf(noApp)).toBe("--manifest-out: --app is required (the service's APP_NAME)");
+    expect(errorOf(noApp)).toBe("--manifest-out: --app (the service's APP_NAME) or --server (to read it) is required");
     expect(fs.existsSync(out)).toBe(false);
+    // With --server and no --app, the service's APP_NAME is read (GET /api/admin/me): the same manifest.
+    const fromService = await run(['game', '--server', server, ...withoutApp, ...args]);
+    expect(fromService.code, fromService.stderr).toBe(0);
+    const read = fs.readFileSync(out, 'utf8');
+    expect(JSON.parse(read)).toMatchObject({ app: 'acme', buildCode: 5 });
+    fs.rmSync(out);
     const written = await run([
       'game',
       ...['--dir', signed, '--app', 'acme', '--version', '1.18.5', '--build-code', '5', '--manifest-out', out],
       ...args,
     ]);
     expect(written.code, written.stderr).toBe(0);
+    expect(fs.readFileSync(out, 'utf8')).toBe(read);
     const sha256 = createHash('sha256').update(fs.readFileSync(out)).digest('hex');
     const comment = gameTrustedComment({ app: 'acme', buildCode: 5, sha256 });
     expect(JSON.parse(written.stdout)).toMatchObject({ manifest: out, sha256, trustedComment: comment, files: 6 });
