@@ -9,6 +9,8 @@ export interface GameFile {
   content: Buffer;
   /** Cut into chunks of this many bytes (default: one chunk). */
   chunkBytes?: number;
+  /** Cut into chunks of these lengths, in order (a content-defined cut); before `chunkBytes`. */
+  chunkLengths?: readonly number[];
   extra?: Record<string, unknown>;
 }
 
@@ -27,9 +29,10 @@ export function manifestOf(
   const chunks = new Map<string, Buffer>();
   const listed = files.map((file) => {
     const step = file.chunkBytes ?? Math.max(file.content.length, 1);
+    const lengths = file.chunkLengths ?? [];
     const list: [string, number][] = [];
-    for (let at = 0; at < file.content.length; at += step) {
-      const piece = file.content.subarray(at, at + step);
+    for (let at = 0, i = 0; at < file.content.length; at += lengths[i++] ?? step) {
+      const piece = file.content.subarray(at, at + (lengths[i] ?? step));
       const name = sha256Of(piece);
       chunks.set(name, piece);
       list.push([name, piece.length]);

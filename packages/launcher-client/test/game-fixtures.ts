@@ -54,7 +54,7 @@ function removeTempDirs(): void {
 
 export type GameOptions = Partial<GameManagerOptions> & {
   trustedKeys?: TrustedKey[];
-  deadlines?: Pick<UpdateManagerOptions, 'minBytesPerSecond' | 'stallTimeoutMs'>;
+  deadlines?: Pick<UpdateManagerOptions, 'timeoutMs' | 'minBytesPerSecond' | 'stallTimeoutMs'>;
 };
 
 /** A `GameManager` of app `app` over `stateDir` and `gameDir`, talking to the service through the proxy. */

@@ -22,19 +22,22 @@ async function project(name: string, type: 'commonjs' | 'module', tarball: strin
 
 const USE = [
   "const m = new UpdateManager({ serverUrl: 'http://127.0.0.1:1', trustedKeys: [], stateDir: process.argv.at(-1) });",
-  'm.deviceId().then((id) => console.log(JSON.stringify({ id, kind: new SignatureError("x").kind, pub: typeof parsePublicKeys })));',
+  'const cut = new Chunker(GAME_CHUNK_SIZES).cut(new Uint8Array(100), 0, 100);',
+  'm.deviceId().then((id) => console.log(JSON.stringify({ id, kind: new SignatureError("x").kind, pub: typeof parsePublicKeys, cut })));',
 ].join('\n');
 const REQUIRE = [
   "const { UpdateManager, SignatureError } = require('patchwell-client');",
   "const { parsePublicKeys } = require('patchwell-client/minisign');",
+  "const { Chunker, GAME_CHUNK_SIZES } = require('patchwell-client/fastcdc');",
   USE,
 ].join('\n');
 const IMPORT = [
   "import { UpdateManager, SignatureError } from 'patchwell-client';",
   "import { parsePublicKeys } from 'patchwell-client/minisign';",
+  "import { Chunker, GAME_CHUNK_SIZES } from 'patchwell-client/fastcdc';",
   USE,
 ].join('\n');
-const WORKS = { id: expect.stringMatching(/^[0-9a-f-]{36}$/), kind: 'signature', pub: 'function' };
+const WORKS = { id: expect.stringMatching(/^[0-9a-f-]{36}$/), kind: 'signature', pub: 'function', cut: 100 };
 
 // The package is the same on both engines: packed and installed once, in the SQLite project.
 describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {

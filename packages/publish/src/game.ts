@@ -10,11 +10,11 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { minimatch } from 'minimatch';
+import { Chunker, chunkFile, GAME_CHUNK_SIZES } from 'patchwell-client/fastcdc';
 import { checkManifest, inPlayerFolder, PLAYER_FOLDERS } from 'patchwell-client/game-manifest';
 import { gameTrustedComment, prehash } from 'patchwell-client/minisign';
 import { type Api, ApiError, type GameBuild, type MissingChunks } from './api.js';
 import type { Context } from './context.js';
-import { Chunker, chunkFile, GAME_CHUNK_SIZES } from './fastcdc.js';
 import { type ParsedOptions, UsageError } from './options.js';
 import { progressReporter } from './progress.js';
 

@@ -38,12 +38,14 @@ import {
   IntegrityError,
   type LockHolder,
   ManifestError,
+  NetworkError,
   RollbackError,
   StateError,
 } from '../errors.js';
 import { checkManifest, type GameManifest, globMatcher, type ManifestFile, pathFault } from './manifest.js';
 import { chunkConnections, downloadInto } from '../net/download.js';
 import { FolderGuard, lockHolder, withLock } from '../disk/guard.js';
+import { Chunker, chunkFile, GAME_CHUNK_SIZES } from './fastcdc.js';
 import { ChunkBuffer, Hasher } from './hasher.js';
 import { withRetries } from '../net/http.js';
 import { gameTrustedComment, prehash } from '../trust/minisign.js';
@@ -703,6 +705,46 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     return found;
   }
 
+  /**
+   * Adopting an old copy (a first install, no build recorded): each file to build that is on disk
+   * (the old copy's file of the same name) is cut as the publisher cuts (FastCDC, `GAME_CHUNK_SIZES`),
+   * and every chunk of it that a place needs becomes a source, ahead of the guesses at manifest
+   * offsets (an insertion shifts them); as every source, re-hashed when read. So an old copy with
+   * edits is reused wherever its bytes moved, as casync's seeds are.
+   */
+  private async adopt(
+    builds: readonly Build[],
+    needed: ReadonlyMap<string, unknown>,
+    sources: Map<string, Source[]>,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const chunker = new Chunker(GAME_CHUNK_SIZES);
+    const stats = await statAll(builds.map((b) => path.join(this.gameDir, b.file.path)));
+    for (const [i, { file }] of builds.entries()) {
+      checkAbort(signal);
+      if (!stats[i]?.isFile()) continue;
+      let cut;
+      try {
+        cut = await chunkFile(path.join(this.gameDir, file.path), chunker);
+      } catch {
+        continue; // unreadable now (in use, gone): nothing to adopt from it
+      }
+      const found = new Map<string, Source[]>();
+      let offset = 0;
+      for (const [name, size] of cut.chunks) {
+        const list = found.get(name) ?? [];
+        if (needed.has(name) && list.length < SOURCES_PER_CHUNK)
+          found.set(name, [...list, { path: file.path, offset }]);
+        offset += size;
+      }
+      for (const [name, list] of found) {
+        const known = sources.get(name) ?? [];
+        const fresh = known.filter((s) => !list.some((l) => l.path === s.path && l.offset === s.offset));
+        sources.set(name, [...list, ...fresh].slice(0, SOURCES_PER_CHUNK));
+      }
+    }
+  }
+
   /** Whether a source on disk held the chunk (its bytes then written at `places`): the first whose bytes hash to its name. */
   private async fromDisk(
     chunk: { readonly name: string; readonly size: number },
@@ -872,6 +914,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const hasher = new Hasher();
     try {
       const sources = await this.sources(job.target, job.installed);
+      // A first install over an old copy: what its same-named files hold, wherever it is in them.
+      if (job.installed === null) await this.adopt(builds, places, sources, signal);
       const gathered = await this.gather(places, sources, mirrors, hasher, options);
 
       // Each work file checked whole (a chunk list that does not make the file is refused here); once
@@ -902,8 +946,9 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
   /**
    * Fills every place, over `connections` workers taking the chunks in order: a chunk already in
    * place (an earlier run) is kept; else read from disk where a source hashes right; else downloaded
-   * (from the mirrors in order, then the service, used only when its bytes hash to its name) over
-   * keep-alive connections. Reading from disk and downloading so overlap.
+   * (from the mirrors in order, each given up for the run at its first wrong answer or network
+   * failure, then the service; used only when its bytes hash to its name) over keep-alive
+   * connections. Reading from disk and downloading so overlap.
    */
   private async gather(
     places: Map<string, { size: number; at: Place[] }>,
@@ -921,7 +966,13 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     let bytes = 0;
     let reusedBytes = 0;
     const started = Date.now();
-    const lying = new Set<MirrorReport>();
+    /**
+     * Mirrors not asked again this run: one that served a chunk wrong (another hash, too large), or
+     * missed a deadline (no answer in time, below the speed floor), or could not be reached or cut the
+     * answer: so a mirror that accepts connections and never answers costs one deadline per run, not
+     * one per chunk. A mirror that answers otherwise (a 404: a partial copy) is asked for the next chunk.
+     */
+    const givenUp = new Set<MirrorReport>();
     const report = () =>
       options.onProgress?.({
         phase: 'download',
@@ -932,7 +983,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     /** A chunk downloaded into `into` (a worker's buffer) and written at `places`: from a mirror that has it right, else the service. */
     const fetchOne = async (name: string, size: number, places: readonly Place[], into: ChunkBuffer): Promise<void> => {
       for (const mirror of mirrors) {
-        if (lying.has(mirror)) continue;
+        if (givenUp.has(mirror)) continue;
         const url = `${mirror.url}/${name.slice(0, 2)}/${name}`;
         try {
           const body = await downloadInto(dispatcher, url, size, into.bytes, this.updates.deadlines, options.signal);
@@ -940,9 +991,10 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
             mirror.chunks++;
             return;
           }
-          lying.add(mirror);
+          givenUp.add(mirror);
         } catch (err) {
           if (err instanceof AbortedError) throw err;
+          if (err instanceof NetworkError || err instanceof AnswerTooLargeError) givenUp.add(mirror);
         }
         mirror.failures++;
       }

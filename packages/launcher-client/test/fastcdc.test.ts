@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Chunker, chunkFile, GAME_CHUNK_SIZES } from '../src/fastcdc.js';
+import { Chunker, chunkFile, GAME_CHUNK_SIZES } from '../src/game/fastcdc.js';
 
 /**
  * The Rust `fastcdc` crate's published v2020 test vectors (src/v2020/mod.rs, tests `test_cut_*`):
