@@ -11,7 +11,7 @@ import type { SigningKey } from '../docs/examples/verify.js';
 import { chunkKey } from '../src/modules/game/chunks.js';
 import { S3Storage, type S3StorageConfig } from '../src/storage/s3.js';
 import { loadConfig } from '../src/config.js';
-import { admin, buildTestApp, type TestApp } from './helpers/app.js';
+import { admin, buildTestApp, login, type TestApp } from './helpers/app.js';
 import { manifestOf, publishBuild, putChunk, sha256Of } from './helpers/game.js';
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from './helpers/s3.js';
 import { verified } from './helpers/signed.js';
@@ -40,6 +40,17 @@ async function buildCount(t: TestApp): Promise<number> {
   return (await t.database.db.selectFrom('gameBuilds').select('buildCode').execute()).length;
 }
 
+/** The S3-compatible server of the S3 suite (undefined for a local folder). */
+let s3: TestS3 | undefined;
+let s3Storage: S3Storage | undefined;
+/** HEAD requests the S3 server has received so far (0 without one). */
+const storeHeads = () => s3?.requests.filter((r) => r.method === 'HEAD').length ?? 0;
+
+/** The store-wide figures of the admin API, as `cookie` reads them. */
+async function storeTotals(t: TestApp, cookie = t.cookie) {
+  return t.inject({ url: '/api/admin/game/store', headers: { cookie } });
+}
+
 function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Promise<void> = async () => undefined) {
   describe(name, () => {
     let t: TestApp;
@@ -59,6 +70,7 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
       expect((await t.inject('/api/game/builds')).json()).toEqual([]);
       expect((await t.inject('/api/game/builds/1/manifest')).statusCode).toBe(404);
       expect((await t.inject(`/api/game/chunks/${sha256Of('x')}`)).statusCode).toBe(404);
+      expect((await storeTotals(t)).json()).toEqual({ chunks: 0, bytes: 0 });
     });
 
     it('stores chunks once, checked against their names, and says which are missing', async () => {
@@ -188,8 +200,16 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
       expect(counted[0].downloadCount).toBe(1);
 
       for (const [name, bytes] of manifest.chunks) {
+        const headsBefore = storeHeads();
         const chunk = await t.inject(`/api/game/chunks/${name}`);
         if (chunk.statusCode === 302) {
+          // The chunk's size is recorded: the redirect costs the store no HEAD.
+          expect(storeHeads()).toBe(headsBefore);
+          expect(chunk.headers.etag).toBe(`"${name}"`);
+          // HEAD itself is answered by the service, which asks the store (the count sees it).
+          const head = await t.inject({ method: 'HEAD', url: `/api/game/chunks/${name}` });
+          expect(head.headers['content-length']).toBe(String(bytes.length));
+          expect(storeHeads()).toBe(headsBefore + 1);
           const fetched = Buffer.from(await (await fetch(String(chunk.headers.location))).arrayBuffer());
           expect(fetched.equals(bytes)).toBe(true);
           continue;
@@ -205,6 +225,21 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
         expect(part.rawPayload.equals(bytes.subarray(0, 4))).toBe(true);
       }
       expect((await t.inject('/api/game/chunks/not-a-hash')).statusCode).toBe(400);
+
+      // The store-wide figures: every chunk once (the 1,000-byte one of the test before, not in a build, too).
+      const totals = await storeTotals(t);
+      expect(totals.statusCode).toBe(200);
+      expect(totals.json()).toEqual({ chunks: manifest.chunks.size + 1, bytes: exe.length + mpq.length + 15 + 1000 });
+      // Read by every role, as the builds are; not by anonymous callers.
+      const account = await admin(t, 'POST', '/api/admin/users', {
+        username: 'game-editor',
+        password: 'game-editor-pass',
+        role: 'editor',
+      });
+      expect(account.statusCode).toBe(201);
+      const editor = await login(t.app, 'game-editor', 'game-editor-pass');
+      expect((await storeTotals(t, editor)).json()).toEqual(totals.json());
+      expect((await t.inject('/api/admin/game/store')).statusCode).toBe(401);
     });
 
     it('refuses a buildCode already used, replays an Idempotency-Key, and makes one build of concurrent publishes', async () => {
@@ -495,8 +530,6 @@ function suite(name: string, setup: () => Promise<TestApp>, teardown: () => Prom
 
 suite('game builds on a local folder', () => buildTestApp());
 
-let s3: TestS3 | undefined;
-let s3Storage: S3Storage | undefined;
 suite(
   'game builds on S3 with presigned downloads',
   async () => {

@@ -194,11 +194,11 @@ const en = {
   halted: 'Halted',
   haltedAt: 'Halted automatically at {time}: {reason}',
   revoked: 'Revoked',
-  revokedAt: 'Revoked at {time}: never offered again; launchers on it are sent back to the previous version.',
+  revokedAt: 'Revoked at {time}: not offered until unrevoked; launchers on it are sent back to the previous version.',
   revokeVersion: 'Revoke',
   unrevokeVersion: 'Unrevoke',
   confirmRevokeVersion:
-    'Revoke {version}? It is never offered again, its downloads answer 410, and every launcher on it is forced to the newest version before it (a downgrade).',
+    'Revoke {version}? Until it is unrevoked, it is not offered, its downloads answer 410, and every launcher on it is forced to the newest version before it (a downgrade).',
   confirmUnrevokeVersion: 'Unrevoke {version}? It is offered again according to its rollout.',
   devicesOnVersion: 'Devices on this version',
   onlineOnVersion: 'Online on this version',
@@ -316,6 +316,7 @@ const en = {
   gameTotalSize: 'Total size',
   gameNewBytes: 'New bytes',
   gameChunks: '{count} chunks',
+  gameStore: "The store holds {chunks} chunks, {bytes}: every build's files, each chunk stored once.",
   gamePublishedAt: 'Published',
   noBuilds: 'No builds yet: publish the client folder with the command above.',
   gamePublishCommand: 'Publish a build (from CI or a shell)',
@@ -325,7 +326,7 @@ const en = {
   gameBrokenHint:
     'Stored before the manifest rules of 2026-12-05, which it breaks (the rule is below): it stays listed, but launchers are never offered it; check-update offers the highest valid build. Publish a valid build above it.',
   confirmRevokeBuild:
-    'Revoke {version}? It is never offered again, its manifest answers 410, and every launcher on it is sent back to the newest build before it (a downgrade).',
+    'Revoke {version}? Until it is unrevoked, it is not offered, its manifest answers 410, and every launcher on it is sent back to the newest build before it (a downgrade).',
   confirmUnrevokeBuild: 'Unrevoke {version}? It is offered again.',
 };
 
@@ -524,11 +525,11 @@ const zh: Record<MessageKey, string> = {
   halted: '已暂停',
   haltedAt: '已于 {time} 自动暂停：{reason}',
   revoked: '已撤回',
-  revokedAt: '已于 {time} 撤回：不再推送；使用此版本的启动器将被退回到之前的版本。',
+  revokedAt: '已于 {time} 撤回：取消撤回之前不再推送；使用此版本的启动器将被退回到之前的版本。',
   revokeVersion: '撤回',
   unrevokeVersion: '取消撤回',
   confirmRevokeVersion:
-    '确定撤回 {version} 吗？它将不再被推送，下载返回 410，所有使用它的启动器将被强制更新到它之前的最新版本（降级）。',
+    '确定撤回 {version} 吗？在取消撤回之前，它不会被推送，下载返回 410，所有使用它的启动器将被强制更新到它之前的最新版本（降级）。',
   confirmUnrevokeVersion: '确定取消撤回 {version} 吗？它将按灰度比例重新推送。',
   devicesOnVersion: '此版本的设备',
   onlineOnVersion: '此版本在线',
@@ -640,6 +641,7 @@ const zh: Record<MessageKey, string> = {
   gameTotalSize: '总大小',
   gameNewBytes: '新增字节',
   gameChunks: '{count} 个分块',
+  gameStore: '存储中共有 {chunks} 个分块，{bytes}：所有构建的文件，每个分块只存一份。',
   gamePublishedAt: '发布时间',
   noBuilds: '还没有构建：用上面的命令发布客户端文件夹。',
   gamePublishCommand: '发布一个构建（在 CI 或终端中运行）',
@@ -649,7 +651,7 @@ const zh: Record<MessageKey, string> = {
   gameBrokenHint:
     '此构建存储于 2026-12-05 清单规则生效之前，且违反这些规则（见下方）：它仍会列出，但永远不会推送给启动器，检查更新会推送最高的有效构建。请在它之上发布一个有效构建。',
   confirmRevokeBuild:
-    '确定撤回 {version} 吗？它将不再推送，其清单返回 410，使用它的启动器将被退回到它之前的最新构建（降级）。',
+    '确定撤回 {version} 吗？在取消撤回之前，它不会被推送，其清单返回 410，使用它的启动器将被退回到它之前的最新构建（降级）。',
   confirmUnrevokeBuild: '确定取消撤回 {version} 吗？它将重新推送。',
 };
 

@@ -1,7 +1,7 @@
 import '@mantine/core/styles.css';
 import '@mantine/notifications/styles.css';
 import '@mantine/charts/styles.css';
-import { MantineProvider } from '@mantine/core';
+import { Badge, createTheme, MantineProvider } from '@mantine/core';
 import { Notifications } from '@mantine/notifications';
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { StrictMode } from 'react';
@@ -22,9 +22,17 @@ const queryClient = new QueryClient({
   },
 });
 
+const theme = createTheme({
+  components: {
+    // A badge is a word or two (a status, a role): shown whole, never cut to an ellipsis ("PUBLIS…") when
+    // its table column is squeezed (Mantine's label may shrink to nothing inside it otherwise).
+    Badge: Badge.extend({ styles: { root: { minWidth: 'max-content' } } }),
+  },
+});
+
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
-    <MantineProvider defaultColorScheme="light">
+    <MantineProvider theme={theme} defaultColorScheme="light">
       <Notifications position="bottom-right" />
       <QueryClientProvider client={queryClient}>
         <I18nProvider>

@@ -237,6 +237,36 @@ describe('admin console in Chromium against the real service', () => {
     expect(addon!.iconUrl).toMatch(/^\/uploads\//);
   });
 
+  it("shows each addon's status badge whole, beside a long name in a narrow window", async () => {
+    const cookie = await apiLogin();
+    const created = await fetch(`${base}/api/addons`, {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        slug: 'raid-frames-with-a-long-name',
+        name: '团队框架',
+        nameEn: 'Raid Frames With A Rather Long Name For The Catalogue Column',
+        summary: '团队',
+      }),
+    });
+    expect(created.status).toBe(201);
+    const page = await newPage();
+    await page.setViewportSize({ width: 1024, height: 900 });
+    await login(page, base);
+    await page.getByTestId('nav-addons').click();
+    const table = page.getByTestId('addons');
+    await table.getByText('Raid Frames With A Rather Long Name').waitFor();
+    // Each label holds its whole word: nothing overflows it (an ellipsis would cut "PUBLISHED" to "PUBLIS…").
+    const labels = await table
+      .locator('.mantine-Badge-label')
+      .evaluateAll((found) =>
+        found.map((e) => ({ text: e.textContent, scroll: e.scrollWidth, client: e.clientWidth })),
+      );
+    expect(labels.map((l) => l.text)).toEqual(expect.arrayContaining(['Published']));
+    for (const label of labels) expect(label.scroll, label.text ?? '').toBeLessThanOrEqual(label.client);
+    await screenshot(page, '04-addons-narrow');
+  });
+
   it('corrects every field of a published version and release, keeping their counters, with sha256 shown', async () => {
     type Version = {
       id: string;
@@ -510,10 +540,11 @@ describe('admin console in Chromium against the real service', () => {
 
     // Revoke (after a confirmation): a launcher on 1.3.0 is told to go back to 1.2.0.
     await panel.getByTestId('revoke-version').click();
-    await page.getByText(/Revoke 1\.3\.0\?/).waitFor();
+    await page.getByText(/Revoke 1\.3\.0\? Until it is unrevoked, it is not offered/).waitFor();
     await screenshot(page, '04i-revoke-confirm', { dialog: true });
     await page.getByTestId('confirm-yes').click();
     await panel.getByTestId('revoked-alert').scrollIntoViewIfNeeded();
+    expect(await panel.getByTestId('revoked-alert').textContent()).toContain('not offered until unrevoked');
     expect(await offered(130, 'pc-0')).toMatchObject({
       hasUpdate: true,
       forceUpdate: true,
@@ -908,6 +939,12 @@ describe('admin console in Chromium against the real service', () => {
     expect(await row.getByTestId('build-size').textContent()).toBe('112.0 KiB');
     expect(await row.getByTestId('build-new-bytes').textContent()).toBe('48.0 KiB');
     expect(await page.getByTestId('build-1').getByTestId('build-new-bytes').textContent()).toBe('96.0 KiB');
+    // The store's total: the four distinct chunks of both builds (a.mpq's stored once), 144 KiB, as the API answers.
+    await page.getByTestId('game-store').waitFor();
+    expect(await page.getByTestId('game-store').textContent()).toBe(
+      "The store holds 4 chunks, 144.0 KiB: every build's files, each chunk stored once.",
+    );
+    expect(await (await admin('/api/admin/game/store', 'GET')).json()).toEqual({ chunks: 4, bytes: 144 * 1024 });
     // The command for the next build, on this service.
     const command = await page.getByTestId('publish-command').textContent();
     expect(command).toContain(`launcher-publish game`);
@@ -916,8 +953,12 @@ describe('admin console in Chromium against the real service', () => {
     // The manifest's app is the service's APP_NAME, which the command asks the service for.
     expect(command).not.toContain('--app');
 
-    // Revoked after a confirmation: marked, and its manifest is gone for launchers (410).
+    // Revoked after a confirmation: marked, and its manifest is gone for launchers (410). The dialog
+    // says what the Unrevoke button then undoes: not offered until unrevoked.
     await row.getByTestId('revoke-build').click();
+    expect(await page.getByRole('dialog').textContent()).toContain(
+      'Revoke 1.1.0? Until it is unrevoked, it is not offered, its manifest answers 410',
+    );
     await page.getByTestId('confirm-yes').click();
     await row.getByTestId('build-revoked').waitFor();
     expect((await fetch(`${base}/api/game/builds/2/manifest`)).status).toBe(410);
@@ -940,7 +981,13 @@ describe('admin console in Chromium against the real service', () => {
     await screenshot(page, '19-game');
     await page.getByTestId('lang-switch').getByText('中文').click();
     await row.getByTestId('build-changelog').getByText('新副本').waitFor();
+    expect(await page.getByTestId('game-store').textContent()).toBe(
+      '存储中共有 4 个分块，144.0 KiB：所有构建的文件，每个分块只存一份。',
+    );
     await screenshot(page, '19-game-zh');
+    await row.getByTestId('revoke-build').click();
+    expect(await page.getByRole('dialog').textContent()).toContain('在取消撤回之前，它不会被推送');
+    await page.getByRole('dialog').getByRole('button', { name: '取消', exact: true }).click();
   });
 
   it('marks a build stored before the manifest rules: a badge, the rule it breaks, in both languages; never offered', async () => {

@@ -38,6 +38,8 @@ export interface TestS3 {
   dir: string;
   /** Environment that points the service at this server (`STORAGE=s3://bucket/prefix` and friends). */
   env(prefix: string, extra?: Record<string, string>): Record<string, string>;
+  /** Every request the server received, in order (e.g. to count a client's HEAD requests). */
+  readonly requests: readonly S3Request[];
   /** From now on, requests `failing` picks are answered 500 InternalError (S3 failing); null: none. */
   fail(failing: ((request: S3Request) => boolean) | null): void;
   close(): Promise<void>;
@@ -56,7 +58,9 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
     configureBuckets: [{ name: bucket, configs: [] }],
   });
   let failing: ((request: S3Request) => boolean) | null = null;
+  const requests: S3Request[] = [];
   server.middleware.unshift(async (ctx, next) => {
+    requests.push({ method: ctx.method, path: ctx.path, query: { ...ctx.query } });
     if (failing === null || !failing(ctx)) return next();
     ctx.status = 500;
     ctx.type = 'application/xml';
@@ -68,6 +72,7 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
     endpoint,
     bucket,
     dir,
+    requests,
     env: (prefix, extra = {}) => ({
       STORAGE: `s3://${bucket}/${prefix}`,
       S3_ENDPOINT: endpoint,

@@ -1396,7 +1396,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -1468,7 +1468,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -1586,7 +1586,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -1674,7 +1674,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Withdraw a build: never offered again, launchers on it are sent back (downgrade), its manifest 410 */
+        /** Withdraw a build: not offered until unrevoked, launchers on it are sent back (downgrade), its manifest 410 */
         post: {
             parameters: {
                 query?: never;
@@ -1715,7 +1715,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -1795,7 +1795,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -1962,6 +1962,47 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/game/store": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The store's chunks and their bytes, every build's together (each stored once) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description their bytes: what the game client takes in the store */
+                            bytes: number;
+                            /** @description chunks stored (each once, however many builds name it) */
+                            chunks: number;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2280,7 +2321,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -5705,7 +5746,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -5812,7 +5853,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -5956,7 +5997,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -6145,7 +6186,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;
@@ -6288,7 +6329,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -6371,7 +6412,7 @@ export interface paths {
                                 isLatest: boolean;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -6874,7 +6915,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;
@@ -6974,7 +7015,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Withdraw a version: never offered again, devices on it are sent back (downgrade), downloads 410 */
+        /** Withdraw a version: not offered until unrevoked, devices on it are sent back (downgrade), downloads 410 */
         post: {
             parameters: {
                 query?: never;
@@ -7034,7 +7075,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;
@@ -7136,7 +7177,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;

@@ -212,7 +212,7 @@ export function AddonsPage() {
           <Text c="dimmed">{t('noAddons')}</Text>
         ) : (
           <Table.ScrollContainer minWidth={700}>
-            <Table>
+            <Table data-testid="addons">
               <Table.Thead>
                 <Table.Tr>
                   <Table.Th>{t('name')}</Table.Th>

@@ -228,6 +228,21 @@ function BuildRow({ build, onEdit }: { build: GameBuild; onEdit: () => void }) {
   );
 }
 
+/** What the game client takes in the store, every build's chunks together (each stored once). */
+function StoreTotal() {
+  const { t } = useI18n();
+  const store = useQuery({
+    queryKey: [...KEY, 'store'],
+    queryFn: async () => data(await api.GET('/api/admin/game/store')),
+  });
+  if (!store.data) return null;
+  return (
+    <Text data-testid="game-store">
+      {t('gameStore', { chunks: store.data.chunks, bytes: formatBytes(store.data.bytes) })}
+    </Text>
+  );
+}
+
 /** The game client's builds (game-files.md): sizes, what each cost the store, scheduling and revocation. */
 export function GamePage() {
   const { t, lang } = useI18n();
@@ -240,6 +255,7 @@ export function GamePage() {
   return (
     <Stack>
       <Title order={2}>{t('game')}</Title>
+      <StoreTotal />
       <PublishCommand nextBuildCode={(builds[0]?.buildCode ?? 0) + 1} />
       {builds.length === 0 ? (
         <Text c="dimmed">{list.isPending ? t('loading') : t('noBuilds')}</Text>

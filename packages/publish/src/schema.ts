@@ -165,7 +165,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -237,7 +237,7 @@ export interface paths {
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
                             publishedAt: string;
-                            /** @description withdrawn: never offered, its manifest answers 410 */
+                            /** @description withdrawn: not offered until unrevoked, its manifest answers 410 */
                             revokedAt: string | null;
                             totalSize: number;
                             updatedAt: string;
@@ -579,7 +579,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -1118,7 +1118,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -1225,7 +1225,7 @@ export interface paths {
                                 packageId: string;
                                 /** @description hidden from public reads until this time */
                                 publishAt: string | null;
-                                /** @description withdrawn: never offered, downloads answer 410 */
+                                /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                                 revokedAt: string | null;
                                 /** @description share of devices (0–100) offered this version */
                                 rolloutPercent: number;
@@ -1378,7 +1378,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;
@@ -1542,7 +1542,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;
@@ -1642,7 +1642,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Withdraw a version: never offered again, devices on it are sent back (downgrade), downloads 410 */
+        /** Withdraw a version: not offered until unrevoked, devices on it are sent back (downgrade), downloads 410 */
         post: {
             parameters: {
                 query?: never;
@@ -1702,7 +1702,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;
@@ -1804,7 +1804,7 @@ export interface paths {
                             packageId: string;
                             /** @description hidden from public reads until this time */
                             publishAt: string | null;
-                            /** @description withdrawn: never offered, downloads answer 410 */
+                            /** @description withdrawn: not offered until unrevoked, downloads answer 410 */
                             revokedAt: string | null;
                             /** @description share of devices (0–100) offered this version */
                             rolloutPercent: number;

@@ -5,14 +5,26 @@ import type { DownloadOffload } from '../../config.js';
 import type { Db, Engine } from '../../db/index.js';
 import { notFound } from '../../http/errors.js';
 import { canonicalHttpUrl } from '../../http/urls.js';
-import { keyFromFilePath, type Storage } from '../../storage/storage.js';
+import { keyFromFilePath, type ObjectInfo, type Storage } from '../../storage/storage.js';
 import type { FileService } from '../files/service.js';
 import { servedType } from '../files/service.js';
 import { DownloadCounter, type DownloadKind } from './counting.js';
 
 /** What a download endpoint serves: a file in the store or an external link. */
 export type DownloadTarget =
-  { type: 'local'; filePath: string; fileName: string; sha256: string | null } | { type: 'url'; url: string };
+  | {
+      type: 'local';
+      filePath: string;
+      fileName: string;
+      sha256: string | null;
+      /**
+       * What the database records of the stored object (size, last change; null: not stored), when it
+       * does: asked instead of the store when the answer is a presigned redirect, which then costs
+       * the store no request.
+       */
+      recorded?: () => Promise<ObjectInfo | null>;
+    }
+  | { type: 'url'; url: string };
 
 export interface ServeOptions {
   /** Runs once when the request is a counted download (GET from byte 0, or a redirect). */
@@ -119,8 +131,13 @@ export class DownloadService {
       return reply.code(302).header('Cache-Control', 'no-store').redirect(location);
     }
     const key = keyFromFilePath(target.filePath);
-    const info = key === null ? null : await this.storage.stat(key);
-    if (key === null || info === null) throw notFound('file not found');
+    if (key === null) throw notFound('file not found');
+    // Object storage may hand a GET's bytes out itself: a redirect, counted unless it resumes
+    // (HEAD stays here: a URL presigned for GET does not answer HEAD).
+    const presigned =
+      counted && options.disposition === 'attachment' ? await this.storage.presignedUrl?.(key, target.fileName) : null;
+    const info = presigned && target.recorded ? await target.recorded() : await this.storage.stat(key);
+    if (info === null) throw notFound('file not found');
 
     const etag = `"${target.sha256 ?? `${info.size.toString(16)}-${info.lastModified.getTime().toString(16)}`}"`;
     const { contentType, inline } = servedType(target.fileName);
@@ -135,10 +152,6 @@ export class DownloadService {
 
     if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send();
 
-    // Object storage may hand a GET's bytes out itself: a redirect, counted unless it resumes
-    // (HEAD stays here: a URL presigned for GET does not answer HEAD).
-    const presigned =
-      counted && options.disposition === 'attachment' ? await this.storage.presignedUrl?.(key, target.fileName) : null;
     if (presigned) {
       const resumed = typeof request.headers.range === 'string' && !/^bytes=\s*0-/.test(request.headers.range);
       if (!resumed) await options.count?.();

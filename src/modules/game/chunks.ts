@@ -7,7 +7,7 @@ import type { Db } from '../../db/index.js';
 import { nowIso } from '../../domain/clock.js';
 import { MAX_CHUNK_BYTES } from '../../domain/game-manifest.js';
 import { AppError, badRequest } from '../../http/errors.js';
-import type { Storage } from '../../storage/storage.js';
+import type { ObjectInfo, Storage } from '../../storage/storage.js';
 
 /** Where the store keeps chunks: `game-chunks/<first two hex digits>/<sha256>` (a mirror copies this folder). */
 export const GAME_CHUNKS_PREFIX = 'game-chunks/';
@@ -179,16 +179,35 @@ export class GameChunks {
     return swept;
   }
 
-  /** Stored chunks and their bytes, and builds (metrics, read when scraped). */
-  async figures(): Promise<{ chunks: number; bytes: number; builds: number }> {
+  /** Stored chunks and their bytes, store-wide (the console's Game client page). */
+  async totals(): Promise<{ chunks: number; bytes: number }> {
     const chunks = await this.db
       .selectFrom('gameChunks')
       .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.sum<number | string | null>('size').as('bytes')])
       .executeTakeFirstOrThrow();
+    return { chunks: Number(chunks.n), bytes: Number(chunks.bytes ?? 0) };
+  }
+
+  /** Stored chunks and their bytes, and builds (metrics, read when scraped). */
+  async figures(): Promise<{ chunks: number; bytes: number; builds: number }> {
     const builds = await this.db
       .selectFrom('gameBuilds')
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .executeTakeFirstOrThrow();
-    return { chunks: Number(chunks.n), bytes: Number(chunks.bytes ?? 0), builds: Number(builds.n) };
+    return { ...(await this.totals()), builds: Number(builds.n) };
+  }
+
+  /**
+   * What `game_chunks` records of the stored chunk `name`: its size, and its first storing as its
+   * last change (chunks never change); null when it is not stored. Answers a download that need not
+   * ask the store (a presigned redirect).
+   */
+  async recorded(name: string): Promise<ObjectInfo | null> {
+    const row = await this.db
+      .selectFrom('gameChunks')
+      .select(['size', 'createdAt'])
+      .where('sha256', '=', name)
+      .executeTakeFirst();
+    return row === undefined ? null : { size: Number(row.size), lastModified: new Date(row.createdAt) };
   }
 }

@@ -22,6 +22,7 @@ import {
   CheckUpdateQuery,
   CheckUpdateResponse,
   ChunkParams,
+  GameStoreResponse,
   ChunkStoredResponse,
   MAX_BUILD_BODY_BYTES,
   MAX_CHUNK_BYTES,
@@ -143,7 +144,14 @@ export function gameRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         return downloads.serve(
           request,
           reply,
-          { type: 'local', filePath: filePathFromKey(chunkKey(sha256)), fileName: sha256, sha256 },
+          {
+            type: 'local',
+            filePath: filePathFromKey(chunkKey(sha256)),
+            fileName: sha256,
+            sha256,
+            // The size is recorded: a presigned redirect asks the store nothing.
+            recorded: () => gameChunks.recorded(sha256),
+          },
           { disposition: 'attachment' },
         );
       },
@@ -215,6 +223,18 @@ export function gameRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
         );
 
         admin.get(
+          '/api/admin/game/store',
+          {
+            schema: {
+              tags: adminTags,
+              summary: "The store's chunks and their bytes, every build's together (each stored once)",
+              response: { 200: GameStoreResponse },
+            },
+          },
+          async () => gameChunks.totals(),
+        );
+
+        admin.get(
           '/api/admin/game/builds',
           {
             schema: {
@@ -271,7 +291,7 @@ export function gameRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               schema: {
                 tags: adminTags,
                 summary: revoked
-                  ? 'Withdraw a build: never offered again, launchers on it are sent back (downgrade), its manifest 410'
+                  ? 'Withdraw a build: not offered until unrevoked, launchers on it are sent back (downgrade), its manifest 410'
                   : 'Offer a withdrawn build again',
                 params: BuildCodeParams,
                 response: { 200: BuildWithLangSchema, 404: ErrorResponse },

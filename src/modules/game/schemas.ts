@@ -67,7 +67,7 @@ export const BuildSchema = Type.Object({
   ...changelogFields,
   forceUpdate: Type.Boolean(),
   publishAt: NullableString({ description: 'hidden from public reads until this time' }),
-  revokedAt: NullableString({ description: 'withdrawn: never offered, its manifest answers 410' }),
+  revokedAt: NullableString({ description: 'withdrawn: not offered until unrevoked, its manifest answers 410' }),
   publishedAt: Text,
   manifestSha256: Text,
   manifestSize: Type.Integer(),
@@ -97,6 +97,11 @@ export const MissingResponse = Type.Object({
 });
 
 export const ChunkStoredResponse = Type.Object({ sha256: Text, size: Type.Integer() });
+
+export const GameStoreResponse = Type.Object({
+  chunks: Type.Integer({ description: 'chunks stored (each once, however many builds name it)' }),
+  bytes: Type.Number({ description: 'their bytes: what the game client takes in the store' }),
+});
 
 const editable = {
   ...bilingualBody('changelog'),

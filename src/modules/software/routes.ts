@@ -351,7 +351,7 @@ export function softwareRoutes(ctx: AppContext): FastifyPluginAsyncTypebox {
               schema: {
                 tags,
                 summary: revoked
-                  ? 'Withdraw a version: never offered again, devices on it are sent back (downgrade), downloads 410'
+                  ? 'Withdraw a version: not offered until unrevoked, devices on it are sent back (downgrade), downloads 410'
                   : 'Offer a withdrawn version again',
                 params: VersionParams,
                 response: { 200: VersionWithLangSchema, 404: ErrorResponse },

@@ -27,7 +27,7 @@ function releaseSafetyFields() {
   return {
     rolloutPercent: Type.Integer({ description: 'share of devices (0–100) offered this version' }),
     publishAt: NullableString({ description: 'hidden from public reads until this time' }),
-    revokedAt: NullableString({ description: 'withdrawn: never offered, downloads answer 410' }),
+    revokedAt: NullableString({ description: 'withdrawn: not offered until unrevoked, downloads answer 410' }),
   };
 }
 
