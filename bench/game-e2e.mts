@@ -13,86 +13,21 @@
  * screenshots and own files are checked byte for byte at the end. Each step: wall time, the peak RSS
  * of the command (VmHWM), its JSON.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { highWaterKb, LONG } from '../src/modules/deltas/zstd.js';
-import { loginCookie, startServer } from '../test/helpers/process.js';
+import { LONG } from '../src/modules/deltas/zstd.js';
+import { CLIENT, filesOf, freshInstalls, last, median, MiB, mib, put, run, startBench } from './game-lib.mjs';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-const CLIENT = path.join(ROOT, 'packages/launcher-client/dist/cli.js');
-const PUBLISH = path.join(ROOT, 'packages/publish/dist/cli.js');
 const SIZE_MB = Number(process.env.SIZE_MB ?? 400);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
-const MiB = 1 << 20;
-const password = 'bench-password-1';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-game-e2e-'));
-const server = await startServer({ DATA_DIR: path.join(work, 'data'), ADMIN_PASSWORD: password });
-const mib = (bytes: number) => `${(bytes / MiB).toFixed(1)} MiB`;
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-
-interface Run {
-  ms: number;
-  peakMiB: number;
-  out: string;
-  code: number | null;
-}
-
-/** Runs a command to its end (or until `stop` says to kill it): wall ms, peak RSS, stdout, exit code. */
-async function run(
-  command: string,
-  args: string[],
-  env: Record<string, string> = {},
-  stop?: (child: ChildProcess) => Promise<void>,
-): Promise<Run> {
-  // Each step starts with nothing left to write back from the one before (a 2 GiB step leaves seconds of it).
-  execFileSync('sync');
-  const started = performance.now();
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  let peakKb = 0;
-  const sample = setInterval(() => (peakKb = Math.max(peakKb, highWaterKb(child.pid ?? 0))), 5);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  if (stop) void stop(child);
-  const code = await exited;
-  clearInterval(sample);
-  if (code !== 0 && code !== 3 && !stop) throw new Error(`${command} ${args.join(' ')} exited ${code}: ${err}`);
-  return { ms: performance.now() - started, peakMiB: peakKb / 1024, out, code };
-}
-const last = (r: Run) => JSON.parse(r.out.trim().split('\n').at(-1) ?? 'null') as Record<string, unknown>;
-
-/** Writes `bytes` at `file` under `dir`, folders made. */
-function put(dir: string, file: string, bytes: Uint8Array): void {
-  fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-  fs.writeFileSync(path.join(dir, file), bytes);
-}
-
-/** Every file under `dir` (but `.patchwell-work`), relative, `/`-separated. */
-function filesOf(dir: string): string[] {
-  return (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
-    .filter((e) => e.isFile())
-    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)).split(path.sep).join('/'))
-    .filter((f) => !f.startsWith('.patchwell-work/'))
-    .sort();
-}
+const bench = await startBench(work);
+const server = bench.server;
 
 try {
-  const cookie = await loginCookie(server.url, password);
-  const tokenRes = await fetch(`${server.url}/api/admin/tokens`, {
-    method: 'POST',
-    headers: { cookie, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bench', role: 'publisher' }),
-  });
-  const { token } = (await tokenRes.json()) as { token: string };
-  const keys = path.join(work, 'keys.json');
-  fs.writeFileSync(keys, await (await fetch(`${server.url}/api/signing-keys`)).text());
-
   // The operator's client folder.
   const client = path.join(work, 'client');
   const bigMb = Math.floor(SIZE_MB * 0.5);
@@ -108,30 +43,10 @@ try {
   for (let i = 0; i < 300; i += 1) put(client, `Data/Interface/Glue/f${i}.blp`, randomBytes(Math.floor(rest / 300)));
   const clientBytes = filesOf(client).reduce((sum, f) => sum + fs.statSync(path.join(client, f)).size, 0);
 
-  const publish = (version: string, buildCode: number) =>
-    run(
-      process.execPath,
-      [
-        PUBLISH,
-        'game',
-        '--server',
-        server.url,
-        '--dir',
-        client,
-        '--app',
-        'app',
-        '--version',
-        version,
-        '--build-code',
-        String(buildCode),
-        '--initial',
-        'WTF/Config.wtf',
-      ],
-      { LAUNCHER_TOKEN: token, LAUNCHER_PUBLISH_STATE: path.join(work, 'publish-state.json') },
-    );
+  const publish = (version: string, buildCode: number) => bench.publish(client, version, buildCode);
   const game = path.join(work, 'game');
   const state = path.join(work, 'state');
-  const options = ['--server', server.url, '--trust', keys, '--state', state, '--game-dir', game, '--app', 'app'];
+  const options = bench.options(state, game);
   const command = (verb: string, ...more: string[]) => [CLIENT, 'game', verb, ...more, ...options];
   const rows: string[] = [];
 
@@ -142,39 +57,9 @@ try {
   );
 
   // A fresh install, against curl fetching the same chunks into one file over one connection: ROUNDS
-  // rounds, each an install into an empty folder (the last one's is the game the steps below use)
-  // then curl, and the median of the rounds' ratios (writes on a virtual machine vary run to run).
-  const installs: Run[] = [];
-  const curls: Run[] = [];
-  const list = path.join(work, 'urls.txt');
-  for (let round = 1; round <= ROUNDS; round++) {
-    const into = round === ROUNDS ? { game, state } : { game: `${game}-${round}`, state: `${state}-${round}` };
-    fs.mkdirSync(into.game, { recursive: true });
-    const args = [
-      '--server',
-      server.url,
-      '--trust',
-      keys,
-      '--state',
-      into.state,
-      '--game-dir',
-      into.game,
-      '--app',
-      'app',
-    ];
-    installs.push(await run(process.execPath, [CLIENT, 'game', 'update', ...args]));
-    if (round === 1) {
-      const first = JSON.parse(fs.readFileSync(path.join(into.state, 'game/manifest.json'), 'utf8')) as {
-        files: { chunks: [string, number][] }[];
-      };
-      const urls = first.files.flatMap((f) => f.chunks.map(([name]) => `${server.url}/api/game/chunks/${name}`));
-      fs.writeFileSync(list, urls.map((u) => `url = "${u}"\noutput = "/dev/stdout"\n`).join(''));
-    }
-    curls.push(await run('sh', ['-c', `curl -s -K ${list} > ${path.join(work, 'curl.bin')}`]));
-    fs.rmSync(path.join(work, 'curl.bin'));
-    if (round !== ROUNDS) for (const dir of Object.values(into)) fs.rmSync(dir, { recursive: true, force: true });
-  }
-  const ratios = installs.map((install, i) => curls[i]!.ms / install.ms);
+  // rounds (the last one's is the game the steps below use), and the median of the rounds' ratios
+  // (writes on a virtual machine vary run to run).
+  const { installs, curls, ratios } = await freshInstalls(bench, work, { game, state }, ROUNDS);
   const manifest = JSON.parse(fs.readFileSync(path.join(state, 'game/manifest.json'), 'utf8')) as {
     files: { path: string }[];
   };

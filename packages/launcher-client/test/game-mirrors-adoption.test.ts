@@ -2,11 +2,13 @@
  * The game client on a player's real machine, its network and its old copy (game-files.md, "On a
  * player's real machine": deadlines for mirrors, adopting an old copy; issue 52), against the real
  * service through the tampering proxy: a mirror that accepts connections and never answers is given
- * up at its first deadline (not once per chunk), and a first install over an old copy of the client
- * with edits that shift its bytes downloads only the chunks the old copy does not hold.
+ * up at its first deadline (not once per chunk), one that answers 404 is still asked, and a first
+ * install over an old copy of the client with edits that shift its bytes downloads only the chunks
+ * the old copy does not hold.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -146,6 +148,31 @@ describe('deadlines for mirrors: one that misses one is not asked again in the r
       for (const file of SMALL) expect(read(manager.gameDir, file.path).equals(file.content), file.path).toBe(true);
     } finally {
       await silent.close();
+    }
+  });
+});
+
+describe('a mirror that answers 404 (a partial copy) is asked for every chunk', () => {
+  it('it serves the chunks it has; those it lacks come from the service', async () => {
+    const names = [...small.chunks.keys()];
+    const held = new Set(names.filter((_, i) => i % 2 === 0));
+    const server = http.createServer((req, res) => {
+      const name = (req.url ?? '').split('/').at(-1) ?? '';
+      const bytes = held.has(name) ? small.chunks.get(name) : undefined;
+      if (bytes === undefined) res.writeHead(404).end();
+      else res.writeHead(200).end(bytes);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/game-chunks`;
+      const manager = game({ mirrors: [url], connections: 1 });
+      const before = chunkRequests();
+      const result = await manager.update();
+      expect(result.mirrors).toEqual([{ url, chunks: held.size, failures: names.length - held.size }]);
+      expect(chunkRequests() - before).toBe(names.length - held.size);
+      for (const file of SMALL) expect(read(manager.gameDir, file.path).equals(file.content), file.path).toBe(true);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });
