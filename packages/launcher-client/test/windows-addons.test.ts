@@ -176,6 +176,36 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
       expect(fs.existsSync(path.join(x.game, 'Interface/.patchwell-work'))).toBe(false);
     }, 240_000);
 
+    it('a work folder left behind that cannot be removed (a file in it held) is a warning, not a failure; the next command removes it', async () => {
+      const x = folder();
+      const left = path.join(x.game, 'Interface/.patchwell-work/left');
+      fs.mkdirSync(left, { recursive: true });
+      fs.writeFileSync(path.join(left, 'core.lua'), '-- left behind\n');
+      const running = await suite.wine.hold([path.join(left, 'core.lua')]);
+      try {
+        const listed = await addons('list', x);
+        expect(expectOk(listed)).toEqual({ addons: [] });
+        const warnings = listed.stderr
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as Record<string, unknown>);
+        expect(warnings).toContainEqual(
+          expect.objectContaining({
+            warning: expect.stringMatching(/removed next time/),
+            kind: 'in-use',
+            path: 'Interface/.patchwell-work/left',
+          }),
+        );
+        expect(fs.existsSync(left)).toBe(true);
+      } finally {
+        await running.release();
+      }
+      const again = await addons('list', x);
+      expect(expectOk(again)).toEqual({ addons: [] });
+      expect(again.stderr).toBe('');
+      expect(fs.existsSync(path.join(x.game, 'Interface/.patchwell-work'))).toBe(false);
+    }, 240_000);
+
     it('backup restore while WTF/Config.wtf (and WTF) is held: in-use, WTF unchanged, no .patchwell-restore-* left', async () => {
       const x = folder();
       fs.writeFileSync(path.join(x.wtf, 'Config.wtf'), 'SET realmlist "a"\n');
