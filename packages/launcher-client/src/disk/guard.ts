@@ -39,6 +39,8 @@
  *   deleted. A launcher's own work folder that cannot be removed (a file in it still held) is left
  *   with a warning (`removeWork`): the next operation removes it. Elsewhere nothing holds a file
  *   this way, and none of this costs a system call.
+ * - Case: a file kept whose name differs from the managed path only in case is renamed to the
+ *   manifest's spelling through `respell`.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
@@ -63,7 +65,7 @@ const lstat = (file: string) => fs.lstatSync(file, { throwIfNoEntry: false }) ??
 /** Whether files can be held by another process so that they cannot be replaced (Windows' sharing modes). */
 const SHARING = process.platform === 'win32';
 /** How long a path in use is tried again, in all, before the operation stops with `InUseError`. */
-export const IN_USE_MS = 10_000;
+const IN_USE_MS = 10_000;
 /** libuv's `UV_FS_O_EXLOCK` (Windows): open with share mode none, refused while any other process holds the path. */
 const EXCLUSIVE = 0x10000000;
 
