@@ -25,7 +25,8 @@ export type ErrorKind =
   | 'disk-space'
   | 'busy'
   | 'unsafe-path'
-  | 'blocked';
+  | 'blocked'
+  | 'in-use';
 
 export abstract class LauncherClientError extends Error {
   abstract readonly kind: ErrorKind;
@@ -254,5 +255,26 @@ export class BlockedError extends failure('BlockedError', 'blocked') {
       paths: this.paths,
       ...(this.done === null ? {} : { repaired: this.done.repaired, removed: this.done.removed }),
     };
+  }
+}
+
+/**
+ * Files or folders the operation must replace or delete are held by another process (Windows: the
+ * game is running, or a scanner will not let go), still after retrying for 10 s: the operation stopped
+ * before its first rename (nothing renamed, the work files kept for the rerun), or, during a swap, at
+ * that path (the next command finishes it). `paths` are relative to the game folder, `/`-separated.
+ */
+export class InUseError extends failure('InUseError', 'in-use') {
+  constructor(
+    readonly paths: readonly string[],
+    options?: ErrorOptions,
+  ) {
+    super(
+      `${paths.join(', ')} ${paths.length === 1 ? 'is' : 'are'} in use by another program (is the game running?): close it and run again`,
+      options,
+    );
+  }
+  override get details(): Record<string, unknown> {
+    return { paths: this.paths };
   }
 }

@@ -68,6 +68,7 @@ export {
   DiskSpaceError,
   type ErrorKind,
   HttpError,
+  InUseError,
   IntegrityError,
   LauncherClientError,
   type LockHolder,

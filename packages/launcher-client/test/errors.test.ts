@@ -62,7 +62,7 @@ describe('the error classes', () => {
     expect(said(60_000)).toBe('1 minute ahead');
   });
 
-  it('BusyError, UnsafePathError and BlockedError: no verification failures, with the fields a launcher acts on', () => {
+  it('BusyError, UnsafePathError, BlockedError and InUseError: no verification failures, with the fields a launcher acts on', () => {
     const busy = new client.BusyError({ pid: 4242, operation: 'game-update', since: '2026-12-05T10:00:00.000Z' });
     expect(busy).toMatchObject({ name: 'BusyError', kind: 'busy', verification: false, pid: 4242 });
     expect(busy.message).toMatch(/pid 4242\) is running game-update/);
@@ -73,6 +73,10 @@ describe('the error classes', () => {
     const blocked = new client.BlockedError(['old.dll'], { repaired: ['WoW.exe'], removed: [] });
     expect(blocked).toMatchObject({ name: 'BlockedError', kind: 'blocked', verification: false, paths: ['old.dll'] });
     expect(blocked.details).toEqual({ paths: ['old.dll'], repaired: ['WoW.exe'], removed: [] });
+    const inUse = new client.InUseError(['WoW.exe', 'Data/common.MPQ']);
+    expect(inUse).toMatchObject({ name: 'InUseError', kind: 'in-use', verification: false });
+    expect(inUse.message).toMatch(/^WoW\.exe, Data\/common\.MPQ are in use by another program/);
+    expect(inUse.details).toEqual({ paths: ['WoW.exe', 'Data/common.MPQ'] });
     expect(new client.BlockedError(['a', 'b']).details).toEqual({ paths: ['a', 'b'] });
     expect(new client.StateError('x').details).toEqual({});
   });

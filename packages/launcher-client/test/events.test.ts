@@ -106,7 +106,7 @@ describe('game', () => {
     const status = await events(['game', 'status', '--state', stateDir, '--game-dir', gameDir]);
     expect(status.events.map((e) => e.event)).toEqual(['start', 'result']);
     expect(status.events[0]).toEqual({ event: 'start', command: 'game status', protocol: 1 });
-    expect(status.last).toEqual({ event: 'result', installed: null, underWay: null });
+    expect(status.last).toEqual({ event: 'result', installed: null, underWay: null, inUse: [] });
 
     const install = await events(['game', 'update', ...onlineApp()]);
     expect(install.code, install.stderr).toBe(0);

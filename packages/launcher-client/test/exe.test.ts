@@ -107,7 +107,7 @@ describe.runIf(once)('the Linux executable', () => {
     const status = await runWithEvents([EXE], ['game', 'status', '--state', stateDir, '--game-dir', gameDir], {
       env: withProbe,
     });
-    expect(status.last).toEqual({ event: 'result', installed: null, underWay: null });
+    expect(status.last).toEqual({ event: 'result', installed: null, underWay: null, inUse: [] });
     expect(status.stderr).toBe('http2 false\n');
 
     const update = await runWithEvents([EXE], ['game', 'update', ...online], { env: withProbe });

@@ -89,7 +89,7 @@ describe('GameManager against the service through the proxy', () => {
     fs.writeFileSync(path.join(gameDir, 'Screenshots/a.jpg'), 'y');
     fs.writeFileSync(path.join(gameDir, 'mine.txt'), 'z');
     const manager = game(stateDir, gameDir);
-    expect(await manager.status()).toEqual({ installed: null, underWay: null });
+    expect(await manager.status()).toEqual({ installed: null, underWay: null, inUse: [] });
     const result = await manager.update();
     expect(result).toMatchObject({
       result: 'installed',
@@ -107,7 +107,11 @@ describe('GameManager against the service through the proxy', () => {
     expect(read(gameDir, 'mine.txt').toString()).toBe('z');
     expect(read(gameDir, 'Interface/AddOns/Mine/Mine.lua').toString()).toBe('x');
     expect(fs.existsSync(path.join(gameDir, '.patchwell-work'))).toBe(false);
-    expect(await manager.status()).toEqual({ installed: { version: '1.18.1', buildCode: 1 }, underWay: null });
+    expect(await manager.status()).toEqual({
+      installed: { version: '1.18.1', buildCode: 1 },
+      underWay: null,
+      inUse: [],
+    });
   });
 
   it('a second update is up to date: no manifest fetched, no chunk downloaded, files not hashed again', async () => {
@@ -188,7 +192,11 @@ describe('GameManager against the service through the proxy', () => {
   it('the CLI: status and update print their JSON', async () => {
     const status = await cli(['game', 'status', '--state', stateDir, '--game-dir', gameDir]);
     expect(status.code).toBe(0);
-    expect(lastJson(status.stdout)).toEqual({ installed: { version: '1.18.2', buildCode: 2 }, underWay: null });
+    expect(lastJson(status.stdout)).toEqual({
+      installed: { version: '1.18.2', buildCode: 2 },
+      underWay: null,
+      inUse: [],
+    });
     const update = await cli(['game', 'update', ...common(stateDir, gameDir)]);
     expect(update.code, update.stderr).toBe(0);
     expect(lastJson(update.stdout)).toMatchObject({ result: 'up-to-date', from: 2, to: 2, downloadedBytes: 0 });
@@ -330,7 +338,11 @@ describe('mirrors, cuts and kills', () => {
       AbortedError,
     );
     s.proxy.rule = null;
-    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: { from: null, to: 2 } });
+    expect(await game(stateDir, gameDir).status()).toEqual({
+      installed: null,
+      underWay: { from: null, to: 2 },
+      inUse: [],
+    });
     // Nothing of the game written yet.
     expect(fs.readdirSync(gameDir)).toEqual(['.patchwell-work']);
     // The chunks fetched are in their work file (WoW.exe's, 300 KiB, its first three 64 KiB chunks);
@@ -395,7 +407,7 @@ describe('mirrors, cuts and kills', () => {
     expect(await exited).toBe('SIGKILL');
     s.proxy.rule = null;
     const status = await cli(['game', 'status', '--state', stateDir, '--game-dir', gameDir]);
-    expect(lastJson(status.stdout)).toEqual({ installed: null, underWay: { from: null, to: 2 } });
+    expect(lastJson(status.stdout)).toEqual({ installed: null, underWay: { from: null, to: 2 }, inUse: [] });
     for (const [file, bytes] of Object.entries(own)) expect(read(gameDir, file).equals(bytes)).toBe(true);
     expect(fs.existsSync(path.join(gameDir, 'WoW.exe'))).toBe(false);
 
@@ -413,6 +425,7 @@ describe('mirrors, cuts and kills', () => {
     expect(await game(stateDir, gameDir).status()).toEqual({
       installed: { version: '1.18.2', buildCode: 2 },
       underWay: null,
+      inUse: [],
     });
   });
 
@@ -545,7 +558,7 @@ describe('hostile answers are refused before a byte is written', () => {
     expect(run.code).toBe(2);
     expect(lastJson(run.stderr)).toMatchObject({ kind: 'manifest' });
     expect(fs.readdirSync(gameDir)).toEqual([]);
-    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: null });
+    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: null, inUse: [] });
   });
 
   it('a build below the installed one is a rollback unless downgrade', async () => {
@@ -621,7 +634,7 @@ describe('hostile answers are refused before a byte is written', () => {
     expect(run.code).toBe(1);
     expect(lastJson(run.stderr)).toMatchObject({ kind: 'disk-space' });
     // Refused before the first rename: nothing under way (a launcher may start the game).
-    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: null });
+    expect(await game(stateDir, gameDir).status()).toEqual({ installed: null, underWay: null, inUse: [] });
   });
 
   it('a chunk answer that streams past its size (no Content-Length) is cut there, nothing written (too-large)', async () => {

@@ -183,7 +183,11 @@ describe('one operation at a time: the lock in the state folder', () => {
     expect(ended.code, ended.stderr).toBe(0);
     expect(lastJson(ended.stdout)).toMatchObject({ result: 'updated', from: 1, to: 2 });
     expectBuild(gameDir, BUILD2.slice(0, 3));
-    expect(await status(stateDir)).toEqual({ installed: { version: '1.0.2', buildCode: 2 }, underWay: null });
+    expect(await status(stateDir)).toEqual({
+      installed: { version: '1.0.2', buildCode: 2 },
+      underWay: null,
+      inUse: [],
+    });
     expect(fs.existsSync(path.join(stateDir, 'operation.lock'))).toBe(false);
   });
 
@@ -193,6 +197,7 @@ describe('one operation at a time: the lock in the state folder', () => {
     expect(await game(stateDir, gameDir).status()).toEqual({
       installed: { version: '1.0.1', buildCode: 1 },
       underWay: null,
+      inUse: [],
     });
     expect(await game(stateDir, gameDir).update()).toMatchObject({ result: 'updated', from: 1, to: 2 });
     expect(fs.existsSync(path.join(stateDir, 'operation.lock'))).toBe(false);
@@ -255,7 +260,11 @@ describe('links are not followed: refused before the first write, nothing writte
     expect(tree(outside)).toEqual(before.outside);
     expect(tree(gameDir)).toEqual(before.game);
     expect(chunkRequests()).toBe(chunks);
-    expect(await status(stateDir)).toEqual({ installed: { version: '1.0.1', buildCode: 1 }, underWay: null });
+    expect(await status(stateDir)).toEqual({
+      installed: { version: '1.0.1', buildCode: 1 },
+      underWay: null,
+      inUse: [],
+    });
   }
 
   it('Data a symbolic link to a folder outside: unsafe-path, common.MPQ not written there', async () => {
@@ -320,6 +329,7 @@ describe('links are not followed: refused before the first write, nothing writte
     expect(await game(stateDir, gameDir).status()).toEqual({
       installed: { version: '1.0.1', buildCode: 1 },
       underWay: null,
+      inUse: [],
     });
   });
 });
@@ -348,7 +358,11 @@ describe('folders in the way', () => {
     });
     expectBuild(gameDir, BUILD1.slice(0, 3));
     expect(read(gameDir, 'old.dll/mine.txt').toString()).toBe('the player’s');
-    expect(await status(stateDir)).toEqual({ installed: { version: '1.0.1', buildCode: 1 }, underWay: null });
+    expect(await status(stateDir)).toEqual({
+      installed: { version: '1.0.1', buildCode: 1 },
+      underWay: null,
+      inUse: [],
+    });
     expect(await manager.verify({ full: true })).toMatchObject({ ok: false, damaged: ['old.dll'] });
     const run = await cli(['game', 'repair', ...common(stateDir, gameDir)]);
     expect(run.code).toBe(1);
@@ -370,7 +384,11 @@ describe('folders in the way', () => {
     expect(stderrOf(run)).toMatchObject({ kind: 'blocked', paths: ['Data/patch-3.mpq'] });
     expect(chunkRequests()).toBe(chunks);
     expect(tree(gameDir)).toEqual(before);
-    expect(await status(stateDir)).toEqual({ installed: { version: '1.0.1', buildCode: 1 }, underWay: null });
+    expect(await status(stateDir)).toEqual({
+      installed: { version: '1.0.1', buildCode: 1 },
+      underWay: null,
+      inUse: [],
+    });
     fs.rmSync(path.join(gameDir, 'Data/patch-3.mpq/mine.txt'));
     expect(await game(stateDir, gameDir).update()).toMatchObject({ result: 'updated', from: 1, to: 2 });
     expectBuild(gameDir, BUILD2.slice(0, 3));
@@ -390,6 +408,7 @@ describe('folders in the way', () => {
     expect(await game(stateDir, gameDir).status()).toEqual({
       installed: { version: '1.0.1', buildCode: 1 },
       underWay: null,
+      inUse: [],
     });
     fs.rmSync(path.join(gameDir, 'Data/patch-3.mpq'), { recursive: true });
     const chunks = chunkRequests();
@@ -429,6 +448,7 @@ describe('what the update tells', () => {
     expect(await status(stateDir)).toEqual({
       installed: { version: '1.0.1', buildCode: 1 },
       underWay: { from: 1, to: 2 },
+      inUse: [],
     });
     const run = await cli(['game', 'update', ...common(stateDir, gameDir)]);
     expect(run.code, run.stderr).toBe(0);
@@ -441,7 +461,11 @@ describe('what the update tells', () => {
     });
     expectBuild(gameDir, BUILD2.slice(0, 3));
     expect(fs.existsSync(path.join(gameDir, 'old.dll'))).toBe(false);
-    expect(await status(stateDir)).toEqual({ installed: { version: '1.0.2', buildCode: 2 }, underWay: null });
+    expect(await status(stateDir)).toEqual({
+      installed: { version: '1.0.2', buildCode: 2 },
+      underWay: null,
+      inUse: [],
+    });
   });
 
   it.skipIf(process.platform === 'win32')(
@@ -521,7 +545,11 @@ describe('durable state', () => {
     fs.writeFileSync(path.join(stateDir, 'game/manifest.json.4242.cut.tmp'), build2.text.slice(0, 100));
     fs.writeFileSync(path.join(stateDir, 'game/operation.json.4242.cut.tmp'), '{"from": 1, "to"');
     const manager = game(stateDir, gameDir);
-    expect(await manager.status()).toEqual({ installed: { version: '1.0.1', buildCode: 1 }, underWay: null });
+    expect(await manager.status()).toEqual({
+      installed: { version: '1.0.1', buildCode: 1 },
+      underWay: null,
+      inUse: [],
+    });
     expect(await manager.verify({ full: true })).toMatchObject({ ok: true, buildCode: 1 });
     expect(await manager.update()).toMatchObject({ result: 'updated', from: 1, to: 2 });
     expect(fs.readFileSync(path.join(stateDir, 'game/manifest.json'), 'utf8')).toBe(build2.text);

@@ -195,7 +195,7 @@ describe("the launcher and the manifest rules: nothing of the player's is ever l
       expect(run.failure?.error).toContain(row.rule);
       expect(treeOf(gameDir)).toEqual(before);
       expect(s.proxy.requests('/api/game/chunks/').length).toBe(chunks);
-      expect(await game().status()).toEqual({ installed: SPEC_BUILD, underWay: null });
+      expect(await game().status()).toEqual({ installed: SPEC_BUILD, underWay: null, inUse: [] });
     });
   }
 
@@ -225,6 +225,6 @@ describe("the launcher and the manifest rules: nothing of the player's is ever l
     expect(run.code).toBe(2);
     expect(run.failure).toMatchObject({ kind: 'rollback' });
     expect(treeOf(gameDir)).toEqual(before);
-    expect(await game().status()).toEqual({ installed: LATER_BUILD, underWay: null });
+    expect(await game().status()).toEqual({ installed: LATER_BUILD, underWay: null, inUse: [] });
   });
 });

@@ -132,6 +132,80 @@ describe.runIf(windowsTestsRun())('addons and settings snapshots under Wine (Win
       240_000,
     );
 
+    it('a swap cut off with the folder moved aside still held: addons list answers naming it, a change is in-use; after release the next command undoes it', async () => {
+      const slug = 'win-cut';
+      await publishAddon(suite.s.t, slug, '1.0', addonZip(['WinCut'], '1.0'));
+      const x = folder();
+      expectOk(await addons('install', x, [slug]));
+      const live = path.join(x.addons, 'WinCut');
+      const before = tree(live);
+      // As a process killed midway leaves it: the installed folder moved aside, nothing moved in.
+      const work = path.join(x.game, 'Interface/.patchwell-work/cut');
+      const aside = path.join(work, 'old/WinCut');
+      fs.mkdirSync(path.join(work, 'new'), { recursive: true });
+      fs.mkdirSync(path.dirname(aside));
+      fs.renameSync(live, aside);
+      const manifest = JSON.parse(fs.readFileSync(path.join(x.state, `addons/${slug}.json`), 'utf8')) as unknown;
+      const record = {
+        slug,
+        work: win(work),
+        phase: 'swapping',
+        moveAside: ['WinCut'],
+        moveIn: [],
+        before: manifest,
+        after: null,
+      };
+      fs.writeFileSync(path.join(x.state, 'addons-operation.json'), JSON.stringify(record));
+      const running = await suite.wine.hold([aside, path.join(aside, 'core.lua')]);
+      try {
+        expect(expectOk(await addons('list', x))).toMatchObject({
+          addons: [{ slug, version: '1.0' }],
+          underWay: { slug, phase: 'swapping' },
+        });
+        const refused = await addons('remove', x, [slug]);
+        expect(refused.code, refused.stderr).toBe(1);
+        expect(refused.failure, refused.stderr).toMatchObject({ kind: 'in-use' });
+        expect(JSON.stringify(refused.failure)).toMatch(/WinCut/);
+      } finally {
+        await running.release();
+      }
+      const listed = expectOk(await addons('list', x));
+      expect(listed).toMatchObject({ addons: [{ slug, version: '1.0' }] });
+      expect(listed.underWay).toBeUndefined();
+      expect(tree(live)).toEqual(before);
+      expect(fs.existsSync(path.join(x.game, 'Interface/.patchwell-work'))).toBe(false);
+    }, 240_000);
+
+    it('a work folder left behind that cannot be removed (a file in it held) is a warning, not a failure; the next command removes it', async () => {
+      const x = folder();
+      const left = path.join(x.game, 'Interface/.patchwell-work/left');
+      fs.mkdirSync(left, { recursive: true });
+      fs.writeFileSync(path.join(left, 'core.lua'), '-- left behind\n');
+      const running = await suite.wine.hold([path.join(left, 'core.lua')]);
+      try {
+        const listed = await addons('list', x);
+        expect(expectOk(listed)).toEqual({ addons: [] });
+        const warnings = listed.stderr
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as Record<string, unknown>);
+        expect(warnings).toContainEqual(
+          expect.objectContaining({
+            warning: expect.stringMatching(/removed next time/),
+            kind: 'in-use',
+            path: 'Interface/.patchwell-work/left',
+          }),
+        );
+        expect(fs.existsSync(left)).toBe(true);
+      } finally {
+        await running.release();
+      }
+      const again = await addons('list', x);
+      expect(expectOk(again)).toEqual({ addons: [] });
+      expect(again.stderr).toBe('');
+      expect(fs.existsSync(path.join(x.game, 'Interface/.patchwell-work'))).toBe(false);
+    }, 240_000);
+
     it('backup restore while WTF/Config.wtf (and WTF) is held: in-use, WTF unchanged, no .patchwell-restore-* left', async () => {
       const x = folder();
       fs.writeFileSync(path.join(x.wtf, 'Config.wtf'), 'SET realmlist "a"\n');

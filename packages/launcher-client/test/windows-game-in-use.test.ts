@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { manifestOf, sha256Of } from '../../../test/helpers/game.js';
 import { type Folder, gameUnderWine, WORK } from './windows-game-fixtures.js';
 import { type Run, windowsTestsRun } from './wine.js';
 import { expectOk } from './wine-suite.js';
@@ -64,6 +65,52 @@ describe.runIf(windowsTestsRun())('the game client under Wine (Windows Node 22):
       ),
     240_000,
   );
+
+  it('a swap cut off with WoW.exe still held: verify and status answer, naming it; update is in-use; after release the update finishes it and says "updated" from the old build', async () => {
+    const x = await installedThenNewer();
+    const running = await suite.wine.hold([path.join(x.game, 'WoW.exe')]);
+    try {
+      // Everything downloaded and assembled, nothing renamed (WoW.exe held): the work files kept.
+      expect((await game('update', x)).failure).toMatchObject({ kind: 'in-use', paths: ['WoW.exe'] });
+      // Then as a run killed after its first renames leaves it (on a machine where the game was
+      // started meanwhile): every file but WoW.exe renamed in, the journal saying "renaming".
+      const work = path.join(x.game, WORK);
+      const { text } = manifestOf({ version: x.next.version, buildCode: x.next.code }, x.next.files);
+      fs.writeFileSync(path.join(work, 'manifest.json'), text);
+      const renames = x.next.files.map((f) => ({
+        // The work file's name (the game manager's `workName`).
+        work: sha256Of(`${f.path.toLowerCase()}\n${sha256Of(f.content)}`).slice(0, 32),
+        path: f.path,
+        kind: 'changed',
+      }));
+      for (const r of renames.slice(1)) fs.renameSync(path.join(work, 'files', r.work), path.join(x.game, r.path));
+      const record = { from: x.old.code, to: x.next.code, phase: 'renaming', renames, deletes: [], left: [] };
+      fs.writeFileSync(path.join(x.state, 'game/operation.json'), JSON.stringify(record));
+
+      const verified = await game('verify', x);
+      expect(verified.code, verified.stderr).toBe(3);
+      expect(verified.last).toMatchObject({
+        ok: false,
+        buildCode: x.old.code,
+        underWay: { from: x.old.code, to: x.next.code, inUse: ['WoW.exe'] },
+      });
+      expect(expectOk(await game('status', x))).toMatchObject({
+        installed: { buildCode: x.old.code },
+        underWay: { from: x.old.code, to: x.next.code },
+        inUse: ['WoW.exe'],
+      });
+      const refused = await game('update', x);
+      expect(refused.code, refused.stderr).toBe(1);
+      expect(refused.failure).toMatchObject({ kind: 'in-use', paths: ['WoW.exe'] });
+    } finally {
+      await running.release();
+    }
+    const before = chunkRequests();
+    expect(expectOk(await game('update', x))).toMatchObject({ result: 'updated', from: x.old.code, to: x.next.code });
+    expect(chunkRequests()).toBe(before);
+    expectFiles(x.game, x.next);
+    expect(expectOk(await game('status', x))).toMatchObject({ underWay: null, inUse: [] });
+  }, 240_000);
 
   it('game status names the managed files held right now in "inUse"', async () => {
     const x = await installedThenNewer();

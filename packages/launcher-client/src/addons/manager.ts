@@ -15,7 +15,11 @@
  * recovering anything); `Interface`, `Interface/AddOns`, the work folder and every folder moved in or
  * aside are checked before the first write and the first rename (a link or a mount point there is
  * `UnsafePathError`), and every rename and delete goes through the guard; the renames are flushed to
- * disk before the manifest and the record say the swap is done.
+ * disk before the manifest and the record say the swap is done. Before the first rename every folder
+ * to be moved aside is checked replaceable (`FolderGuard.replaceable`): one the game holds (it, or a
+ * file in it) stops the change with `InUseError` naming it, the installed addon untouched. A swap
+ * that cannot be finished or undone now (a folder still held) leaves `list` answering (the swap
+ * named by `underWay`); a work folder that cannot be removed is a warning, removed next time.
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -24,7 +28,7 @@ import { AddonPins, parseAddonSpec } from './pins.js';
 import { chooseAdoptions, type FoundFolder, fingerprintFolder } from './scan.js';
 import { type ArchiveLimits, badSegment, DEFAULT_ARCHIVE_LIMITS, extractArchive, foldName } from '../disk/archive.js';
 import { type AutomaticReason, DEFAULT_KEEP, recoverRestore, snapshotBeforeChange } from '../backups/snapshots.js';
-import { FolderGuard, whenUnlocked, withLock } from '../disk/guard.js';
+import { FolderGuard, sharingViolation, whenUnlocked, withLock } from '../disk/guard.js';
 import type { AddonAnswer, AddonReleaseFile, InstalledAddon, UpdateManager } from '../update/manager.js';
 import type { Progress } from '../net/download.js';
 import {
@@ -35,6 +39,7 @@ import {
   NotFoundError,
   StateError,
   IntegrityError,
+  InUseError,
   UsageError,
 } from '../errors.js';
 import { removeDurably } from '../disk/state.js';
@@ -183,9 +188,18 @@ export class AddonManager {
 
   /** The installed addons, by slug, each with whether it is pinned. */
   async list(): Promise<ListedAddon[]> {
-    await whenUnlocked(this.stateDir, 'addons-list', () => this.recover());
+    await whenUnlocked(this.stateDir, 'addons-list', () => this.recover()).catch((err: unknown) => {
+      // A swap a held folder keeps half done is named by `underWay`; the manifests still answer.
+      if (!(err instanceof InUseError)) throw err;
+    });
     const pins = await this.pins.read();
     return [...(await this.manifests()).values()].map((m) => (pins.has(m.slug) ? { ...m, pinned: true } : m));
+  }
+
+  /** The addon change a run left half done (finished or undone by the next change), or null. */
+  async underWay(): Promise<{ slug: string; phase: SwapRecord['phase'] } | null> {
+    const record = await this.updates.state.readJson<SwapRecord | null>(RECORD, null);
+    return record && { slug: record.slug, phase: record.phase };
   }
 
   /**
@@ -613,7 +627,7 @@ export class AddonManager {
    */
   private async begin(slug: string, before: AddonManifest | null): Promise<string> {
     const work = path.join(this.workRoot, randomUUID());
-    const guard = new FolderGuard(this.gameDir);
+    const guard = this.guard();
     guard.check(this.addonsDir, 'folder');
     guard.check(work, 'folder');
     await this.writeRecord({ slug, work, phase: 'staging', moveAside: [], moveIn: [], before, after: null });
@@ -624,11 +638,13 @@ export class AddonManager {
   /** Renames the old folders aside and the new ones in, writes the manifest; any failure undoes it all. */
   private async swap(record: SwapRecord, options: AddonOperationOptions): Promise<void> {
     await this.writeRecord(record);
-    const guard = new FolderGuard(this.gameDir);
+    const guard = this.guard();
     try {
-      // Before the first rename: no folder moved is a link, none moved aside (to be deleted) holds a mount point.
+      // Before the first rename: no folder moved is a link, none moved aside (to be deleted) holds a
+      // mount point or is held by another process (the game).
       for (const folder of record.moveIn) guard.check(path.join(this.addonsDir, folder), 'folder');
       for (const folder of record.moveAside) await guard.checkTree(path.join(this.addonsDir, folder));
+      await guard.replaceable(record.moveAside.map((folder) => path.join(this.addonsDir, folder)));
       if (record.moveIn.length > 0) await fs.promises.mkdir(this.addonsDir, { recursive: true });
       for (const folder of record.moveAside) {
         options.onProgress?.({ phase: 'swap', slug: record.slug, folder });
@@ -657,7 +673,7 @@ export class AddonManager {
 
   /** Puts back what `record` says may have moved, and the manifest it had before. */
   private async rollback(record: SwapRecord): Promise<void> {
-    const guard = new FolderGuard(this.gameDir);
+    const guard = this.guard();
     for (const folder of record.moveIn) {
       const staged = path.join(record.work, 'new', folder);
       const live = path.join(this.addonsDir, folder);
@@ -675,21 +691,47 @@ export class AddonManager {
   }
 
   private async finish(record: SwapRecord): Promise<void> {
-    await new FolderGuard(this.gameDir).removeTree(record.work);
+    await this.guard().removeWork(record.work);
     await removeDurably(this.recordFile);
+    await this.removeWorkRoot();
+  }
+
+  /** `Interface/.patchwell-work` removed when empty. */
+  private async removeWorkRoot(): Promise<void> {
     try {
       await fs.promises.rmdir(this.workRoot);
     } catch (err) {
-      // Another work folder is there (not ours to delete), or none is left at all.
-      if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      // Another work folder is there (not ours to delete, or one left behind), or none is left at all.
+      if (
+        !['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes((err as NodeJS.ErrnoException).code ?? '') &&
+        !sharingViolation(err)
+      )
+        throw err;
     }
+  }
+
+  /** The guard of one step of a change, its warnings the state folder's. */
+  private guard(): FolderGuard {
+    return new FolderGuard(this.gameDir, this.updates.state.warn);
   }
 
   /** Finishes (once swapped) or rolls back the restore or the swap a killed process left recorded. */
   private async recover(): Promise<void> {
     await recoverRestore(this.updates.state, this.gameDir);
     const record = await this.updates.state.readJson<SwapRecord | null>(RECORD, null);
-    if (record === null) return;
+    if (record === null) {
+      // Work folders a finished change could not remove (a file in one was held) go now.
+      let left: string[] = [];
+      try {
+        left = await fs.promises.readdir(this.workRoot);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+      const guard = this.guard();
+      for (const entry of left) await guard.removeWork(path.join(this.workRoot, entry));
+      if (left.length > 0) await this.removeWorkRoot();
+      return;
+    }
     if (typeof record.work !== 'string' || path.dirname(record.work) !== this.workRoot) {
       throw new StateError(`${this.recordFile} names a swap of another game folder (${String(record.work)})`);
     }

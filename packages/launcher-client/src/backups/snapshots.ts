@@ -21,7 +21,10 @@
  *   lock (a call inside a game or addon operation runs under the lock its operation holds); a restore
  *   checks `WTF` (and with addons `Interface/AddOns`) before its first write: a link or a mount point
  *   there, or a mount point inside what it replaces, is `UnsafePathError`; its renames and deletes in
- *   the game folder go through the guard, flushed before the journal says `done`. A snapshot only
+ *   the game folder go through the guard, flushed before the journal says `done`. Before its first
+ *   write a restore also checks that no other process holds what it replaces (`WTF` or a file in it
+ *   while the game runs: `InUseError`, nothing restored, nothing left behind); a work folder it
+ *   cannot remove afterwards is a warning, removed by the next snapshot operation. A snapshot only
  *   reads `WTF`, through a link too (a `WTF` kept elsewhere and linked is the player's choice). The
  *   zip and every record are written durably.
  */
@@ -65,6 +68,9 @@ interface IndexEntry extends BackupSummary {
 interface SnapshotRecord extends IndexEntry {
   readonly hashes: Record<string, string>;
 }
+
+/** A restore's work folder in the game folder: this, then a random suffix. */
+const WORK_PREFIX = '.patchwell-restore-';
 
 /** A restore under way (`backups-restore.json`). */
 interface RestoreRecord {
@@ -365,7 +371,7 @@ async function restoreLocked(state: StateFolder, game: string, id: string, keep:
   }
   const record = await state.readJson<SnapshotRecord | null>(`${DIR}/${id}.json`, null);
   if (record?.hashes === undefined || record.hashes === null) throw new StateError(`${DIR}/${id}.json is missing`);
-  const work = path.join(game, `.patchwell-restore-${randomBytes(4).toString('hex')}`);
+  const work = path.join(game, `${WORK_PREFIX}${randomBytes(4).toString('hex')}`);
   const parts = [{ live: path.join(game, WTF), staged: path.join(work, WTF), aside: path.join(work, 'old', WTF) }];
   if (entry.withAddons) {
     const live = path.join(game, ADDONS, 'AddOns');
@@ -374,10 +380,13 @@ async function restoreLocked(state: StateFolder, game: string, id: string, keep:
     const manifestWork = path.join(state.dir, DIR, `restore-${path.basename(work)}`);
     parts.push({ live: manifests, staged: path.join(manifestWork, 'new'), aside: path.join(manifestWork, 'old') });
   }
-  // What is replaced (and then deleted) is no link and holds no mount point; checked before the first write.
-  const guard = new FolderGuard(game);
+  // What is replaced (and then deleted) is no link, holds no mount point and is not held by another
+  // process (the game): checked before the first write.
+  const guard = new FolderGuard(game, state.warn);
   guard.check(work, 'folder');
-  for (const part of parts) if (part.live.startsWith(game + path.sep)) await guard.checkTree(part.live);
+  const inGame = parts.filter((part) => part.live.startsWith(game + path.sep)).map((part) => part.live);
+  for (const live of inGame) await guard.checkTree(live);
+  await guard.replaceable(inGame);
   const journal: RestoreRecord = { id, game, work, phase: 'staging', parts };
   await state.writeJson(JOURNAL, journal);
   try {
@@ -428,7 +437,7 @@ function move(guard: FolderGuard, from: string, to: string): Promise<void> {
 
 async function swap(state: StateFolder, journal: RestoreRecord): Promise<void> {
   await state.writeJson(JOURNAL, journal);
-  const guard = new FolderGuard(journal.game);
+  const guard = new FolderGuard(journal.game, state.warn);
   try {
     for (const part of journal.parts) {
       if (!(await isMissing(part.live))) await move(guard, part.live, part.aside);
@@ -446,7 +455,7 @@ async function swap(state: StateFolder, journal: RestoreRecord): Promise<void> {
 
 /** Puts back every folder the journal says may have moved. */
 async function rollback(state: StateFolder, journal: RestoreRecord): Promise<void> {
-  const guard = new FolderGuard(journal.game);
+  const guard = new FolderGuard(journal.game, state.warn);
   // While staging nothing live has moved; while swapping, a staged folder gone is one moved in.
   for (const part of journal.phase === 'swapping' ? [...journal.parts].reverse() : []) {
     if ((await isMissing(part.staged)) && !(await isMissing(part.live))) await move(guard, part.live, part.staged);
@@ -457,7 +466,7 @@ async function rollback(state: StateFolder, journal: RestoreRecord): Promise<voi
 }
 
 async function finish(state: StateFolder, journal: RestoreRecord): Promise<void> {
-  await new FolderGuard(journal.game).removeTree(journal.work);
+  await new FolderGuard(journal.game, state.warn).removeWork(journal.work);
   await fs.promises.rm(path.join(state.dir, DIR, `restore-${path.basename(journal.work)}`), {
     recursive: true,
     force: true,
@@ -475,8 +484,15 @@ export async function recoverRestore(state: StateFolder, gameDir: string): Promi
 
 async function recoverLocked(state: StateFolder, gameDir: string): Promise<void> {
   const journal = await state.readJson<RestoreRecord | null>(JOURNAL, null);
-  if (journal === null) return;
   const game = path.resolve(gameDir);
+  if (journal === null) {
+    // Work folders a finished restore could not remove (a file in one was held) go now.
+    const guard = new FolderGuard(game, state.warn);
+    const entries = await fs.promises.readdir(game).catch(() => []);
+    for (const entry of entries.filter((e) => e.startsWith(WORK_PREFIX)))
+      await guard.removeWork(path.join(game, entry));
+    return;
+  }
   const work = typeof journal.work === 'string' ? journal.work : '';
   const expected = [path.join(game, WTF), path.join(game, ADDONS, 'AddOns'), path.join(state.dir, MANIFESTS)];
   const manifestWork = path.join(state.dir, DIR, `restore-${path.basename(work)}`);
@@ -487,7 +503,7 @@ async function recoverLocked(state: StateFolder, gameDir: string): Promise<void>
   if (
     journal.game !== game ||
     path.dirname(work) !== game ||
-    !path.basename(work).startsWith('.patchwell-restore-') ||
+    !path.basename(work).startsWith(WORK_PREFIX) ||
     !Array.isArray(journal.parts) ||
     journal.parts.some((p) => !expected.includes(p.live) || !inWork(p.staged) || !inWork(p.aside))
   ) {

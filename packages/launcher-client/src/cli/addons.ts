@@ -41,8 +41,11 @@ const HELP = `Usage:
       every archive checked before anything is swapped in; a change is all or nothing. Before a
       change, GAME/WTF is snapshotted into DIR/backups when it changed since the last snapshot; the
       newest N automatic snapshots are kept (--keep, default 20; see launcher-client backup).
+      An addon folder another program holds (the game is running: the folder or a file in it) stops
+      its change before anything is swapped, after trying again for up to 10 s (kind in-use, with
+      "paths"); the installed version is left as it was.
       Last line on stdout: list {"addons": [{slug, version, folders, sha256}]} ("pinned": true on a
-      pinned one); install {"installed": [{slug, version, folders}]}; update {"updated": [{slug,
+      pinned one; "underWay": {slug, phase} while a change a held folder keeps half done waits); install {"installed": [{slug, version, folders}]}; update {"updated": [{slug,
       from, to}], "upToDate": [slug], "failed": [{slug, kind, error}]} (and "pinned": [slug] when
       pinned addons were left alone); remove {"removed":
       [slug]}; pin {"pinned": {slug, version, folders}}; unpin {"unpinned": slug}; outdated
@@ -51,7 +54,7 @@ const HELP = `Usage:
 
 Exit status: 0 success; 2 an answer, file or archive was refused (kind signature, digest, stale,
 integrity, publisher-signature, archive); 1 any other failure (kind http, network, usage, not-found,
-conflict, ...). An update with failures exits 2 if any was refused by verification, else 1.
+conflict, in-use, ...). An update with failures exits 2 if any was refused by verification, else 1.
 `;
 
 const OPTIONS = {
@@ -85,6 +88,7 @@ function addonManager(values: Values, tools: CliTools, offline: boolean): AddonM
     ...(lang === undefined ? {} : { lang }),
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
     retry: tools.out.retry,
+    onWarning: tools.out.warn,
   });
   return new AddonManager({ updates, gameDir: required(values, 'game-dir') });
 }
@@ -138,7 +142,9 @@ export async function addonsCommand(argv: string[], tools: CliTools): Promise<nu
     let code = 0;
     if (command === 'list') {
       if (slugs.length > 0) throw new UsageError('addons list takes no slug');
-      const addons = await addonManager(values, tools, true).list();
+      const manager = addonManager(values, tools, true);
+      const addons = await manager.list();
+      const underWay = await manager.underWay();
       answer = {
         addons: addons.map((a) => ({
           slug: a.slug,
@@ -147,6 +153,7 @@ export async function addonsCommand(argv: string[], tools: CliTools): Promise<nu
           sha256: a.sha256,
           ...(a.pinned === true ? { pinned: true } : {}),
         })),
+        ...(underWay === null ? {} : { underWay }),
       };
     } else if (command === 'install') {
       if (slugs.length === 0) throw new UsageError('addons install needs at least one slug');

@@ -20,13 +20,15 @@ const HELP = `Usage:
       automatic one when WTF changed since the last; the newest 20 (--keep N) automatic ones are
       kept, manual ones (create) until removed. restore checks every file against the hashes
       recorded when it was taken, keeps the current state as an automatic snapshot, then swaps
-      the folders in whole (a restore cut off is finished or undone by the next command).
+      the folders in whole (a restore cut off is finished or undone by the next command). A
+      folder it replaces that another program holds (WTF or a file in it while the game runs)
+      stops it before anything is written, after trying again for up to 10 s (kind in-use).
       Last line on stdout: create {"backup": {id, createdAt, reason, label, files, bytes,
       withAddons}}; list {"backups": [...]} newest first; restore {"restored": ID}; remove
       {"removed": ID}.
 
 Exit status: 0 success; 2 a snapshot was refused (kind archive: a file missing, changed or outside
-WTF; nothing changed); 1 any other failure (kind usage, not-found, state, ...).
+WTF; nothing changed); 1 any other failure (kind usage, not-found, state, in-use, ...).
 `;
 
 const OPTIONS = {
@@ -59,7 +61,7 @@ export async function backupCommand(argv: string[], out: Output): Promise<number
     return ids[0]!;
   };
   try {
-    const state = new StateFolder(required('state'));
+    const state = new StateFolder(required('state'), out.warn);
     let answer: object;
     if (command === 'create') {
       if (ids.length > 0) throw new UsageError('backup create takes no id');

@@ -29,20 +29,27 @@ const HELP = `Usage:
       or mount point inside GAME (kind unsafe-path, with "path", before anything is written). A
       folder with files in it where a game file goes stops an update before anything is renamed,
       and is reported by repair after the rest is repaired (kind blocked, with "paths"; repair adds
-      "repaired" and "removed"); an empty one is replaced. A refusal before the first rename leaves
-      nothing under way; a run that finishes one a kill cut off says "updated" from the build
-      installed before it.
-      Last line on stdout: status {"installed": {version, buildCode}|null, "underWay": {from, to}|null}
+      "repaired" and "removed"); an empty one is replaced. A file to be replaced or deleted that
+      another program holds (the game is running; a scanner reading it) is tried again for up to
+      10 s, then the update or repair stops before anything is renamed (kind in-use, with "paths"),
+      its downloaded files kept in GAME/.patchwell-work: run again once the game is closed and it
+      renames at once. Read-only files are made writable before they are replaced. A refusal before
+      the first rename leaves nothing under way; a run that finishes one a kill cut off says
+      "updated" from the build installed before it. A work folder that cannot be removed (a file in
+      it held) is a warning, removed by the next run.
+      Last line on stdout: status {"installed": {version, buildCode}|null, "underWay": {from, to}|null,
+      "inUse": [path] (the installed files another program holds now: close it before updating)}
       (and "busy": {pid, operation, since} while another operation runs; status takes no lock);
       update {"result": "up-to-date"|"updated"|"installed", "from", "to", "files": {added, changed,
       removed, unchanged}, "left" (dropped files kept: changed since installed), "downloadedBytes",
       "reusedBytes"}; verify {"ok", "buildCode", "missing",
-      "damaged", "extra"}; repair {"repaired", "removed", "downloadedBytes"}; with --mirror, update
+      "damaged", "extra"} (and "underWay": {from, to, inUse} when a half-done run could not be
+      finished because a file is still held); repair {"repaired", "removed", "downloadedBytes"}; with --mirror, update
       and repair add "mirrors": [{url, chunks, failures}].
 
 Exit status: 0 success; 3 verify found the game not whole; 2 an answer, manifest or chunk was refused
 (kind signature, digest, stale, rollback, integrity, publisher-signature, manifest); 1 any other
-failure (kind http, network, usage, state, disk-space, busy, unsafe-path, blocked, ...).
+failure (kind http, network, usage, state, disk-space, busy, unsafe-path, blocked, in-use, ...).
 `;
 
 const OPTIONS = {
@@ -75,6 +82,7 @@ function gameManager(values: Values, tools: CliTools, offline: boolean): GameMan
     stateDir: required(values, 'state'),
     publisherKeys: tools.readPublisherKeys(values['publisher-key']),
     retry: tools.out.retry,
+    onWarning: tools.out.warn,
   });
   const connections = values.connections;
   if (connections !== undefined && !/^\d{1,2}$/.test(connections))

@@ -133,6 +133,9 @@ export class Output {
     this.sink.log(level, message, extra);
   }
 
+  /** The managers' `onWarning`: each a warning line beside the answer (`log`). */
+  readonly warn = (message: string, fields: Record<string, unknown>): void => this.log('warning', message, fields);
+
   /** Writes how the run ended; answers the exit status. */
   finish(outcome: Outcome): number {
     this.ensureStarted();

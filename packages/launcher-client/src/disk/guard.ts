@@ -27,16 +27,28 @@
  *   module, so there a lock is stale only when no process has its id (a reused id keeps it busy until
  *   that program ends; `BusyError` names the pid, and the lock file may be deleted by hand).
  *
- * The rules that come next on Windows have their one place each here: whether a path is replaceable
- * now (not held by another process) belongs to `beforeRenames`, retries while a file is busy and
- * making a read-only file writable to `alter`, through which every rename and delete goes.
+ * - Files in use (Windows: the game is running, a scanner reads a new file). A file or folder another
+ *   process holds cannot be replaced, renamed or deleted (a sharing violation: `EBUSY`, `EPERM`,
+ *   `EACCES`). `held` answers which paths are held right now (an exclusive open: share mode none, as
+ *   libuv's `UV_FS_O_EXLOCK`; a folder with everything in it, as NTFS refuses to rename a folder that
+ *   holds an open file); `replaceable` asks again with backoff for up to 10 s in all, then stops
+ *   with `InUseError` naming the paths still held: `beforeRenames` asks it of every path to be
+ *   replaced or deleted, so a held file stops the operation before anything is renamed. Every
+ *   rename and delete (`alter`) is tried again the same way on a sharing violation before it becomes
+ *   `InUseError`, and a file with the read-only attribute is made writable before it is replaced or
+ *   deleted. A launcher's own work folder that cannot be removed (a file in it still held) is left
+ *   with a warning (`removeWork`): the next operation removes it. Elsewhere nothing holds a file
+ *   this way, and none of this costs a system call.
+ * - Case: a file kept whose name differs from the managed path only in case is renamed to the
+ *   manifest's spelling through `respell`.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BlockedError, BusyError, type LockHolder, StateError, UnsafePathError } from '../errors.js';
-import { syncFolder } from './state.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BlockedError, BusyError, InUseError, type LockHolder, StateError, UnsafePathError } from '../errors.js';
+import { syncFolder, type Warn } from './state.js';
 
 /**
  * What an operation means to do at a path: write a `file` there (a work file renamed over what is
@@ -50,6 +62,54 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 const lstat = (file: string) => fs.lstatSync(file, { throwIfNoEntry: false }) ?? null;
 
+/** Whether files can be held by another process so that they cannot be replaced (Windows' sharing modes). */
+const SHARING = process.platform === 'win32';
+/** How long a path in use is tried again, in all, before the operation stops with `InUseError`. */
+const IN_USE_MS = 10_000;
+/** libuv's `UV_FS_O_EXLOCK` (Windows): open with share mode none, refused while any other process holds the path. */
+const EXCLUSIVE = 0x10000000;
+
+/** Whether `err` is a sharing violation: another process holds the path (Windows only; never elsewhere). */
+export function sharingViolation(err: unknown): boolean {
+  return SHARING && ['EBUSY', 'EPERM', 'EACCES'].includes((err as NodeJS.ErrnoException).code ?? '');
+}
+
+/**
+ * Runs `attempt` until it ends without a sharing violation, waiting between tries (50 ms doubling,
+ * at most 1 s) for up to `IN_USE_MS` in all; then `InUseError` naming `paths()`. `busy` may answer
+ * other failures that mean the same (a folder not empty yet while a held file in it is deleted);
+ * `signal` ends the waiting (its reason thrown).
+ */
+async function whileInUse<T>(
+  paths: () => readonly string[] | Promise<readonly string[]>,
+  attempt: () => Promise<T>,
+  busy: (err: unknown) => boolean = sharingViolation,
+  signal?: AbortSignal,
+): Promise<T> {
+  const until = Date.now() + IN_USE_MS;
+  for (let delay = 50; ; delay = Math.min(delay * 2, 1000)) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!busy(err)) throw err;
+      if (Date.now() >= until) throw new InUseError(await paths(), { cause: err });
+    }
+    await sleep(Math.min(delay, Math.max(0, until - Date.now())), undefined, { signal });
+  }
+}
+
+/** Whether another process holds `file` (a file or folder) right now: it cannot be opened exclusively. */
+function heldNow(file: string): boolean {
+  try {
+    fs.closeSync(fs.openSync(file, fs.constants.O_RDONLY | EXCLUSIVE));
+    return false;
+  } catch (err) {
+    if (sharingViolation(err)) return true;
+    if (['ENOENT', 'ENOTDIR'].includes((err as NodeJS.ErrnoException).code ?? '')) return false;
+    throw err;
+  }
+}
+
 /** The guard of one operation on the game folder `root`. */
 export class FolderGuard {
   readonly root: string;
@@ -58,7 +118,11 @@ export class FolderGuard {
   /** Folders whose entries this operation changed: flushed by `flush`. */
   private readonly touched = new Set<string>();
 
-  constructor(root: string) {
+  /** `warn` hears what is left behind and goes on (`removeWork`). */
+  constructor(
+    root: string,
+    private readonly warn: Warn = () => undefined,
+  ) {
     this.root = path.resolve(root);
   }
 
@@ -133,7 +197,54 @@ export class FolderGuard {
   async beforeRenames(replace: readonly string[], remove: readonly string[]): Promise<(string | null)[]> {
     this.folders.clear();
     await this.checkAll(remove, 'delete');
-    return this.checkAll(replace, 'file');
+    const answers = await this.checkAll(replace, 'file');
+    await this.replaceable([...replace, ...remove]);
+    return answers;
+  }
+
+  /**
+   * Which of `paths` (files or folders, absent ones skipped) another process holds right now, relative
+   * and sorted; a folder is held when it or anything in it is (as the first held thing in it). Always
+   * none where files are not held so (not Windows).
+   */
+  async held(paths: readonly string[]): Promise<string[]> {
+    if (!SHARING) return [];
+    const found: string[] = [];
+    for (const [i, file] of paths.entries()) {
+      if (i % SLICE === SLICE - 1) await turn();
+      const inside =
+        lstat(file)?.isDirectory() === true ? fs.readdirSync(file, { recursive: true, encoding: 'utf8' }) : [];
+      const heldOne = [file, ...inside.map((entry) => path.join(file, entry))].find(heldNow);
+      if (heldOne !== undefined) found.push(this.relative(heldOne));
+    }
+    return found.sort();
+  }
+
+  /**
+   * Before the first rename: `InUseError` naming the paths of `paths` (files or folders to be
+   * replaced, renamed or deleted) another process still holds after trying again for up to 10 s in
+   * all (a scanner lets go); nothing is changed. `signal` stops the asking (the caller gave up).
+   */
+  async replaceable(paths: readonly string[], signal?: AbortSignal): Promise<void> {
+    let left = paths;
+    let busy: string[] = [];
+    const stillHeld = new Error('held');
+    await whileInUse(
+      () => busy,
+      async () => {
+        busy = await this.held(left);
+        left = left.filter((file) => busy.some((b) => this.covers(file, b)));
+        if (busy.length > 0) throw stillHeld;
+      },
+      (err) => err === stillHeld,
+      signal,
+    );
+  }
+
+  /** Whether the relative path `held` is `file` or inside it. */
+  private covers(file: string, held: string): boolean {
+    const rel = this.relative(file);
+    return held === rel || held.startsWith(`${rel}/`);
   }
 
   /**
@@ -178,6 +289,19 @@ export class FolderGuard {
     await this.alter({ op: 'rename', from, to });
   }
 
+  /**
+   * Renames the file `from` to `to`, the same path spelt in another case (a case-insensitive file
+   * system), through a name of its own beside it: a rename to the same file only in another case is
+   * no change on some systems (Wine's). Both ends are looked at first.
+   */
+  async respell(from: string, to: string): Promise<void> {
+    this.check(from, 'file');
+    this.check(to, 'file');
+    const aside = `${from}.${randomUUID()}.patchwell-case`;
+    await this.alter({ op: 'rename', from, to: aside });
+    await this.alter({ op: 'rename', from: aside, to });
+  }
+
   /** The one delete of a file: `file` unless it is absent or now a folder (left alone); a link is `UnsafePathError`. */
   async remove(file: string): Promise<void> {
     this.check(file, 'delete');
@@ -198,25 +322,68 @@ export class FolderGuard {
     await this.alter({ op: 'rm', path: dir });
   }
 
+  /**
+   * Deletes a work folder of the launcher's (`removeTree`); one that cannot be removed because
+   * something in it is still held (`InUseError`, after the retries) is left, with a warning: the next
+   * operation removes it. Answers whether it is gone.
+   */
+  async removeWork(dir: string): Promise<boolean> {
+    try {
+      await this.removeTree(dir);
+      return true;
+    } catch (err) {
+      if (!(err instanceof InUseError)) throw err;
+      this.warn(
+        `${this.relative(dir)} could not be removed (${err.paths.join(', ')} in use); it is removed next time`,
+        {
+          kind: err.kind,
+          path: this.relative(dir),
+          paths: err.paths,
+        },
+      );
+      return false;
+    }
+  }
+
   /** Sets the mode bits of `file` (the execute bit the manifest asks), never through a link. */
   async chmod(file: string, mode: number): Promise<void> {
     this.check(file, 'file');
     if (lstat(file)?.isFile() === true) await fs.promises.chmod(file, mode);
   }
 
-  /** Every rename and delete of the game folder, done here; the folders it changed are flushed by `flush`. */
+  /**
+   * Every rename and delete of the game folder, done here: a file replaced or deleted made writable
+   * first (Windows' read-only attribute); a sharing violation tried again for up to 10 s, then
+   * `InUseError` naming the path (both ends of a rename). The folders it changed are flushed by `flush`.
+   */
   private async alter(
     change: { op: 'rename'; from: string; to: string } | { op: 'unlink' | 'rmdir' | 'rm'; path: string },
   ): Promise<void> {
-    if (change.op === 'rename') {
-      await fs.promises.rename(change.from, change.to);
-      this.touched.add(path.dirname(change.from)).add(path.dirname(change.to));
-      return;
-    }
-    if (change.op === 'unlink') await fs.promises.unlink(change.path);
-    else if (change.op === 'rmdir') await fs.promises.rmdir(change.path);
-    else await fs.promises.rm(change.path, { recursive: true, force: true });
-    this.touched.add(path.dirname(change.path));
+    const ends = change.op === 'rename' ? [change.from, change.to] : [change.path];
+    // The end another process holds (a folder: the first thing held in it), else both.
+    const named = async () => {
+      const inGame = ends.filter((end) => end.startsWith(this.root + path.sep));
+      const held = await this.held(inGame);
+      return held.length > 0 ? held : inGame.map((end) => this.relative(end));
+    };
+    // A folder whose held file is being deleted is not empty until that file is let go.
+    const busy = (err: unknown) =>
+      sharingViolation(err) || (SHARING && change.op === 'rm' && (err as NodeJS.ErrnoException).code === 'ENOTEMPTY');
+    await whileInUse(
+      named,
+      async () => {
+        if (change.op === 'rename') {
+          await writable(change.to);
+          await fs.promises.rename(change.from, change.to);
+        } else if (change.op === 'unlink') {
+          await writable(change.path);
+          await fs.promises.unlink(change.path);
+        } else if (change.op === 'rmdir') await fs.promises.rmdir(change.path);
+        else await fs.promises.rm(change.path, { recursive: true, force: true });
+      },
+      busy,
+    );
+    for (const end of ends) this.touched.add(path.dirname(end));
   }
 
   /** Flushes every folder whose entries this operation renamed or deleted (before the state says they are done). */
@@ -224,6 +391,13 @@ export class FolderGuard {
     for (const dir of this.touched) await syncFolder(dir);
     this.touched.clear();
   }
+}
+
+/** Makes the file `file` writable when it has Windows' read-only attribute (which refuses its replacement and delete). */
+async function writable(file: string): Promise<void> {
+  if (!SHARING) return;
+  const stat = lstat(file);
+  if (stat?.isFile() === true && (stat.mode & 0o200) === 0) await fs.promises.chmod(file, stat.mode | 0o200);
 }
 
 const LOCK = 'operation.lock';

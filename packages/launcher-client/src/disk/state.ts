@@ -12,10 +12,17 @@ import { StateError } from '../errors.js';
 
 const DEVICE_ID = /^[\x21-\x7e]{1,128}$/;
 
+/** A warning an operation reports and goes on (a work folder it could not remove): its message and fields. */
+export type Warn = (message: string, fields: Record<string, unknown>) => void;
+
 export class StateFolder {
   readonly downloads: string;
 
-  constructor(readonly dir: string) {
+  /** `warn` hears the warnings of the operations on this state folder's game (the command prints them). */
+  constructor(
+    readonly dir: string,
+    readonly warn: Warn = () => undefined,
+  ) {
     this.downloads = path.join(dir, 'downloads');
   }
 
@@ -118,8 +125,17 @@ export async function writeDurably(file: string, data: string | Uint8Array): Pro
   const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
   try {
     await makeFolder(path.dirname(file));
-    await fs.writeFile(temp, data, { flag: 'wx' });
-    await renameDurably(temp, file);
+    // Written and flushed through one handle: on Windows a scanner may open each new file at once,
+    // refusing a second open of it for writing (the rename is allowed).
+    const handle = await fs.open(temp, 'wx');
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(temp, file);
+    await syncFolder(path.dirname(file));
   } catch (err) {
     await fs.rm(temp, { force: true });
     throw err;

@@ -71,11 +71,27 @@ function hasherThread(): void {
     if (p.fd !== null) fs.closeSync(p.fd);
     p.fd = null;
   };
+  /**
+   * A work file opened for writing; on Windows, while another process holds it for a moment (a
+   * scanner reads each new file: a sharing violation), tried again with backoff for up to 10 s, as
+   * `disk/guard.ts` does every rename and delete (this thread cannot import it).
+   */
+  const openHeld = (file: string): number => {
+    for (let waited = 0, delay = 50; ; waited += delay, delay = Math.min(delay * 2, 1000)) {
+      try {
+        return fs.openSync(file, 'r+');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? '';
+        if (process.platform !== 'win32' || !['EBUSY', 'EPERM', 'EACCES'].includes(code) || waited >= 10_000) throw err;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, delay);
+      }
+    }
+  };
   const fdOf = (p: Progress): number => {
     open.delete(p);
     open.add(p);
     if (p.fd !== null) return p.fd;
-    const fd = fs.openSync(p.file, 'r+');
+    const fd = openHeld(p.file);
     p.fd = fd;
     for (const oldest of open) {
       if (open.size <= MAX_OPEN) break;

@@ -14,8 +14,12 @@
  *
  * On a player's real machine (`disk/guard.ts`): every operation holds the state folder's lock; every path
  * it writes or deletes is checked before its first write and again before its first rename (no link,
- * no mount point, nothing in the way), and renamed or deleted through the guard. A refusal before
- * the first rename clears the record (nothing under way; the work files kept). Durability: the state
+ * no mount point, nothing in the way), and renamed or deleted through the guard. Whether another
+ * process holds one of them (the game is running) is asked while the files are assembled and again
+ * before the first rename (`InUseError` after 10 s of retries); a file kept whose name on disk differs
+ * only in case is renamed to the manifest's spelling. A refusal before the first rename clears the
+ * record (nothing under way; the work files kept). A half-done run the next call cannot finish (a
+ * file still held) leaves `verify` and `status` answering, and names it. Durability: the state
  * files and the record are written with `writeDurably`; a work file is on disk once `Hasher.whole`
  * has answered for it (the hashing thread flushes each work file after its whole check), and every
  * work file is checked whole before the record says `renaming`, so nothing is renamed unflushed; the
@@ -35,6 +39,7 @@ import {
   BlockedError,
   DiskSpaceError,
   HttpError,
+  InUseError,
   IntegrityError,
   type LockHolder,
   ManifestError,
@@ -113,6 +118,12 @@ export interface GameUpdateResult {
 
 export interface GameVerifyResult {
   readonly ok: boolean;
+  /**
+   * Only when an operation a run left half done could not be finished now (a file it renames or
+   * deletes is held: see `InUseError`): the builds it goes between and the paths held. The files are
+   * then compared with the installed build, which is still `from`'s.
+   */
+  readonly underWay?: { from: number | null; to: number; inUse: readonly string[] };
   readonly buildCode: number;
   readonly missing: string[];
   readonly damaged: string[];
@@ -130,6 +141,11 @@ export interface GameRepairResult {
 export interface GameStatus {
   readonly installed: { version: string; buildCode: number } | null;
   readonly underWay: { from: number | null; to: number } | null;
+  /**
+   * The installed build's files another process holds right now (the game is running): an update
+   * or repair would stop with `InUseError` on them. Always empty where files are not held so (not Windows).
+   */
+  readonly inUse: string[];
   /** Only while another operation holds the state folder's lock: who (the game may be changing right now). */
   readonly busy?: LockHolder;
 }
@@ -188,7 +204,12 @@ interface Plan {
   readonly quick: QuickState;
   /** Files kept whose execute bit is not the manifest's. */
   readonly modes: ManifestFile[];
+  /** Files kept whose name on disk differs from the manifest's only in case: that name, relative. */
+  readonly spellings: { readonly file: ManifestFile; readonly onDisk: string }[];
 }
+
+/** Whether names differing only in case may be one file here (Windows' and macOS's file systems, as made). */
+const CASE_INSENSITIVE = process.platform === 'win32' || process.platform === 'darwin';
 
 const key = (p: string) => p.toLowerCase();
 
@@ -350,9 +371,13 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const installed = await this.installed();
     const op = await this.state.readJson<OperationRecord | null>(OPERATION, null);
     const busy = await lockHolder(this.state.dir);
+    const inUse = await new FolderGuard(this.gameDir).held(
+      (installed?.files ?? []).map((f) => path.join(this.gameDir, f.path)),
+    );
     return {
       installed: installed && { version: installed.version, buildCode: installed.buildCode },
       underWay: op && { from: op.from, to: op.to },
+      inUse,
       ...(busy === null ? {} : { busy }),
     };
   }
@@ -432,7 +457,16 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
   /** Compares every managed file with the installed manifest: quick (size and time recorded), or `full` (every byte hashed). */
   async verify(options: { full?: boolean; signal?: AbortSignal } = {}): Promise<GameVerifyResult> {
     return this.locked('game-verify', async (guard) => {
-      await this.recover(guard);
+      // A half-done operation held up by a file in use does not stop the verify: it is named.
+      let underWay: GameVerifyResult['underWay'];
+      try {
+        await this.recover(guard);
+      } catch (err) {
+        if (!(err instanceof InUseError)) throw err;
+        const op = await this.state.readJson<OperationRecord | null>(OPERATION, null);
+        if (op === null) throw err;
+        underWay = { from: op.from, to: op.to, inUse: err.paths };
+      }
       const manifest = await this.requireInstalled();
       const quick = await this.quickState();
       const missing: string[] = [];
@@ -452,7 +486,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       await this.state.writeJson(FILES, quick);
       const extra = await this.removeMatches(manifest);
       const ok = missing.length + damaged.length + extra.length === 0;
-      return { ok, buildCode: manifest.buildCode, missing, damaged, extra };
+      return { ok, buildCode: manifest.buildCode, missing, damaged, extra, ...(underWay && { underWay }) };
     });
   }
 
@@ -482,7 +516,9 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
 
   /** `work` holding the state folder's lock (`BusyError` when another operation holds it), with a guard of its own. */
   private locked<T>(operation: string, work: (guard: FolderGuard) => Promise<T>): Promise<T> {
-    return reported(this, () => withLock(this.state.dir, operation, () => work(new FolderGuard(this.gameDir))));
+    return reported(this, () =>
+      withLock(this.state.dir, operation, () => work(new FolderGuard(this.gameDir, this.state.warn))),
+    );
   }
 
   /** The manifest's exact bytes, read up to its signed `manifestSize` (at most 64 MiB). */
@@ -628,7 +664,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const before = new Map((installed?.files ?? []).map((f) => [key(f.path), f]));
     const builds: Build[] = [];
     const modes: ManifestFile[] = [];
-    let unchanged = 0;
+    const kept: ManifestFile[] = [];
     const stats = await statAll(target.files.map((f) => path.join(this.gameDir, f.path)));
     for (const [done, file] of target.files.entries()) {
       checkAbort(options.signal);
@@ -637,7 +673,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const kind = before.has(key(file.path)) ? 'changed' : 'added';
       if (file.policy === 'initial') {
         if (stat === null) builds.push({ file, kind });
-        else unchanged++;
+        else kept.push(file);
         continue;
       }
       const old = before.get(key(file.path));
@@ -656,7 +692,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const sameQuick = !full && old?.sha256 === file.sha256;
       if (stat !== null && stat.isFile() && (await this.matches(file, stat, sameQuick ? quick : {}, !sameQuick))) {
         quick[file.path] = { size: stat.size, mtimeMs: stat.mtimeMs };
-        unchanged++;
+        kept.push(file);
         // Kept (an old copy's file adopted, say), with the execute bit the manifest asks where there is one.
         if (process.platform !== 'win32' && ((stat.mode & 0o111) !== 0) !== file.executable) modes.push(file);
       } else {
@@ -676,7 +712,40 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       else left.push(old.path);
     }
     for (const file of await this.removeMatches(target)) deletes.add(file);
-    return { builds, deletes: [...deletes].sort(), left: left.sort(), unchanged, quick, modes };
+    const spellings = await this.misspelt(kept);
+    return {
+      builds,
+      deletes: [...deletes].sort(),
+      left: left.sort(),
+      unchanged: kept.length,
+      quick,
+      modes,
+      spellings,
+    };
+  }
+
+  /**
+   * The files of `kept` whose name on disk differs from the manifest's only in case (a case-insensitive
+   * file system found them), each with that name: renamed to the manifest's spelling. Each folder is
+   * listed once; a folder's own spelling is left as it is.
+   */
+  private async misspelt(kept: readonly ManifestFile[]): Promise<Plan['spellings']> {
+    if (!CASE_INSENSITIVE) return [];
+    const listings = new Map<string, string[]>();
+    const found: Plan['spellings'] = [];
+    for (const file of kept) {
+      const dir = path.posix.dirname(file.path);
+      const name = path.posix.basename(file.path);
+      let names = listings.get(key(dir));
+      if (names === undefined) {
+        names = await fs.promises.readdir(path.join(this.gameDir, dir)).catch(() => []);
+        listings.set(key(dir), names);
+      }
+      if (names.includes(name)) continue;
+      const onDisk = names.find((entry) => key(entry) === key(name));
+      if (onDisk !== undefined) found.push({ file, onDisk: path.posix.join(dir, onDisk) });
+    }
+    return found;
   }
 
   /**
@@ -766,7 +835,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
    * from what it wrote); every chunk is hashed once as it is read or downloaded and written straight
    * to each place the builds need it, then each work file is checked whole. Every path to write or
    * delete is checked by `guard` before the first write and again before the first rename: a link is
-   * `UnsafePathError`; a path in the way (a folder with files in it) stops an update (`BlockedError`,
+   * `UnsafePathError`; one another process holds is `InUseError` (asked while assembling, its retries
+   * overlapping the download, and again just before the first rename); a path in the way (a folder with files in it) stops an update (`BlockedError`,
    * nothing renamed) and is left out of a repair (answered in `blocked`). A failure before the first
    * rename clears the record: nothing is under way, the work files are kept for the next run; a
    * cancel (`AbortedError`) keeps it, as a kill does, and the next call resumes.
@@ -788,7 +858,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     // A dropped file left in place (changed since installed) is still refused when it is a link.
     await guard.checkAll([...plan.deletes, ...plan.left].map(inGame), 'delete');
     await guard.checkAll(
-      plan.modes.map((f) => inGame(f.path)),
+      [...plan.modes, ...plan.spellings.map((s) => s.file)].map((f) => inGame(f.path)),
       'file',
     );
     const inTheWay = await guard.checkAll(
@@ -809,7 +879,9 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       reusedBytes: 0,
       blocked: [...blocked].sort(),
     };
+    // Files kept: named as the manifest spells them, with the execute bit it asks.
     const modes = async () => {
+      for (const { file, onDisk } of plan.spellings) await guard.respell(inGame(onDisk), inGame(file.path));
       for (const file of plan.modes) {
         const stat = await statOrNull(inGame(file.path));
         if (stat === null) continue;
@@ -820,6 +892,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     if (builds.length === 0 && plan.deletes.length === 0 && installed?.buildCode === target.buildCode) {
       await modes();
       await this.state.writeJson(FILES, plan.quick);
+      // A work folder an earlier run could not remove (a file in it was held) is of no use now.
+      if ((await statOrNull(this.workDir)) !== null) await guard.removeWork(this.workDir);
       return done;
     }
     // WTF is kept before anything of the game folder changes (an `initial` file may be written there).
@@ -840,11 +914,25 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       left: plan.left,
     };
     await this.state.writeJson(OPERATION, record);
+    // Can every path to replace or delete be (no other process holds it)? Asked while the files are
+    // assembled, so that the 10 s a held one is tried again overlap the download; answered once the
+    // work files are whole (kept for the rerun when it is `InUseError`).
+    const asking = new AbortController();
+    const replaceable = guard.replaceable(
+      [
+        ...renames.map((r) => inGame(r.path)),
+        ...plan.deletes.map(inGame),
+        ...plan.spellings.map((s) => inGame(s.onDisk)),
+      ],
+      asking.signal,
+    );
+    replaceable.catch(() => undefined);
     let ready: OperationRecord;
     try {
       const assembled = await this.assemble({ target, installed, record, builds }, options, done.mirrors);
       done.downloadedBytes = assembled.downloadedBytes;
       done.reusedBytes = assembled.reusedBytes;
+      await replaceable;
       // Every path to replace or delete, once more, just before the first rename.
       const late = await guard.beforeRenames(
         renames.map((r) => inGame(r.path)),
@@ -857,6 +945,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       ready = { ...record, phase: 'renaming', renames: renames.filter((_, i) => late[i] === null) };
       await writeDurably(path.join(this.workDir, 'manifest.json'), text);
     } catch (err) {
+      asking.abort();
       if (!(err instanceof AbortedError)) await removeDurably(path.join(this.state.dir, OPERATION));
       throw err;
     }
@@ -1076,7 +1165,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     await writeDurably(path.join(this.state.dir, MANIFEST), text);
     await this.state.writeJson(FILES, quick);
     await removeDurably(path.join(this.state.dir, OPERATION));
-    await guard.removeTree(this.workDir);
+    await guard.removeWork(this.workDir);
   }
 
   /**

@@ -58,7 +58,7 @@ import {
   releaseTrustedComment,
   versionTrustedComment,
 } from '../trust/minisign.js';
-import { StateFolder } from '../disk/state.js';
+import { StateFolder, type Warn } from '../disk/state.js';
 import { KeyRing, type SigningKeyEntry, type TrustedKey } from '../trust/keys.js';
 import {
   type AnswerPolicy,
@@ -130,6 +130,11 @@ export interface UpdateManagerOptions {
   now?: () => number;
   /** Retries of answers and downloads (network errors, 429, 5xx). */
   retry?: Partial<RetryOptions>;
+  /**
+   * Hears what an operation on the game folder leaves behind and goes on from (a work folder it could
+   * not remove because a file in it is held: removed next time), as `(message, fields)`.
+   */
+  onWarning?: Warn;
   /** Further checks of every downloaded file, after its size and hash. */
   fileChecks?: readonly FileCheck[];
   /**
@@ -294,7 +299,7 @@ export class UpdateManager extends EventEmitter<UpdateManagerEvents> {
       stallTimeoutMs: positiveInteger('stallTimeoutMs', options.stallTimeoutMs, DEFAULT_STALL_TIMEOUT_MS),
     };
     this.base = new URL(options.serverUrl);
-    this.state = new StateFolder(path.resolve(options.stateDir));
+    this.state = new StateFolder(path.resolve(options.stateDir), options.onWarning);
     this.lifecycle = new Lifecycle(this.state);
     this.keys = new KeyRing(options.trustedKeys, this.state);
     this.policy = {
