@@ -152,12 +152,17 @@ describe('GameManager against the service through the proxy', () => {
 
   it('verify: quick trusts size and time, --full hashes; missing, damaged, extra; repair fetches only the damaged chunk', async () => {
     const manager = game(stateDir, gameDir);
+    // Nothing hashed, nothing written: the record of sizes and times (replaced durably, so a new inode) is kept.
+    const record = path.join(stateDir, 'game/files.json');
+    const kept = fs.statSync(record).ino;
     expect(await manager.verify()).toEqual({ ok: true, buildCode: 2, missing: [], damaged: [], extra: [] });
+    expect(fs.statSync(record).ino).toBe(kept);
     // A byte flipped, size and time kept: quick cannot see it, full does. (A whole-second time, so
     // that setting it back is exact: a time that differs from the one recorded is hashed, and recorded.)
     const file = path.join(gameDir, 'Data/big.MPQ');
     fs.utimesSync(file, 1_700_000_000, 1_700_000_000);
     expect((await manager.verify()).ok).toBe(true);
+    expect(fs.statSync(record).ino).not.toBe(kept);
     const damaged = Buffer.from(big2);
     damaged[5] = damaged[5]! ^ 0xff;
     fs.writeFileSync(file, damaged);

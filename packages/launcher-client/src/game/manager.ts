@@ -471,6 +471,7 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const quick = await this.quickState();
       const missing: string[] = [];
       const damaged: string[] = [];
+      let recorded = false;
       const stats = await statAll(manifest.files.map((f) => path.join(this.gameDir, f.path)));
       for (const [i, file] of manifest.files.entries()) {
         checkAbort(options.signal);
@@ -481,9 +482,12 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
           continue;
         }
         if (file.policy === 'initial') continue;
+        const seen = quick[file.path];
         if (!(await this.matches(file, stat, quick, options.full === true))) damaged.push(file.path);
+        else if (quick[file.path] !== seen) recorded = true;
       }
-      await this.state.writeJson(FILES, quick);
+      // Written only when a file was hashed: a quick verify of an unchanged folder writes nothing.
+      if (recorded) await this.state.writeJson(FILES, quick);
       const extra = await this.removeMatches(manifest);
       const ok = missing.length + damaged.length + extra.length === 0;
       return { ok, buildCode: manifest.buildCode, missing, damaged, extra, ...(underWay && { underWay }) };
