@@ -23,6 +23,91 @@ function browserWanted(): boolean {
   return present;
 }
 
+/**
+ * The test files that run once, in the project `once`, instead of once per engine (projects `sqlite` and
+ * `postgres`). Every other file under test/ and each package's test/ (the console's aside) touches the
+ * service's database or its store, and runs on each engine. test/run-once.test.ts fails when a file
+ * here opens a database engine-specifically (TEST_ENGINE, test/helpers/db.ts) and when a test file is
+ * in no project.
+ */
+export const RUN_ONCE = [
+  // Pure units and checks of the repository: no database, no store.
+  'test/admin-imports.test.ts',
+  'test/build.test.ts',
+  'test/config.test.ts',
+  'test/domain.test.ts',
+  'test/game-manifest.test.ts',
+  'test/heap.test.ts',
+  'test/node-version.test.ts',
+  'test/publisher-keys-log.test.ts',
+  'test/readme.test.ts',
+  'test/rollout-rule.test.ts',
+  'test/run-once.test.ts',
+  'test/zstd.test.ts',
+  // The launcher client's tests: they test the client, against a service started in-process on the
+  // project's engine (test/helpers/app.ts), which is no part of what they test. tamper.test.ts is not
+  // here: its two instances behind one balancer share one PostgreSQL database.
+  'packages/launcher-client/test/addons-safety.test.ts',
+  'packages/launcher-client/test/addons.test.ts',
+  'packages/launcher-client/test/api-types.test.ts',
+  'packages/launcher-client/test/delta.test.ts',
+  'packages/launcher-client/test/download.test.ts',
+  'packages/launcher-client/test/errors.test.ts',
+  'packages/launcher-client/test/events.test.ts',
+  'packages/launcher-client/test/exe.test.ts',
+  'packages/launcher-client/test/fingerprint.test.ts',
+  'packages/launcher-client/test/flow.test.ts',
+  'packages/launcher-client/test/game-client.test.ts',
+  'packages/launcher-client/test/game-machine.test.ts',
+  'packages/launcher-client/test/game-rules.test.ts',
+  'packages/launcher-client/test/hasher.test.ts',
+  'packages/launcher-client/test/heartbeat.test.ts',
+  'packages/launcher-client/test/http-signature.test.ts',
+  'packages/launcher-client/test/keys.test.ts',
+  'packages/launcher-client/test/lifecycle.test.ts',
+  'packages/launcher-client/test/minisign-client.test.ts',
+  'packages/launcher-client/test/minisign.test.ts',
+  'packages/launcher-client/test/pack.test.ts',
+  'packages/launcher-client/test/replay.test.ts',
+  'packages/launcher-client/test/windows-addons.test.ts',
+  'packages/launcher-client/test/windows-exe.test.ts',
+  'packages/launcher-client/test/windows-game-in-use.test.ts',
+  'packages/launcher-client/test/windows-game.test.ts',
+  // The publisher's tests, likewise against a service started in-process.
+  'packages/publish/test/api-types.test.ts',
+  'packages/publish/test/api.test.ts',
+  'packages/publish/test/ci.test.ts',
+  'packages/publish/test/cli.test.ts',
+  'packages/publish/test/fastcdc.test.ts',
+  'packages/publish/test/game.test.ts',
+  'packages/publish/test/minisign-cli.test.ts',
+  'packages/publish/test/minisign.test.ts',
+  'packages/publish/test/pack.test.ts',
+  'packages/publish/test/progress.test.ts',
+  'packages/publish/test/tus.test.ts',
+];
+
+/** The files of each engine's project: every test file but the console's and the run-once ones. */
+export const PER_ENGINE = {
+  include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
+  exclude: ['test/console/**', '**/node_modules/**', ...RUN_ONCE],
+};
+
+/** The console's browser tests, in a project of their own. */
+export const CONSOLE_INCLUDE = ['test/console/**/*.test.ts'];
+
+/**
+ * The engine of the service that the run-once files start: SQLite, or TEST_ONCE_ENGINE (`postgres`
+ * where better-sqlite3 cannot load, as in CI's Node 20 run of the client suites).
+ */
+function onceEngine(): 'sqlite' | 'postgres' {
+  const engine = process.env.TEST_ONCE_ENGINE ?? 'sqlite';
+  if (engine !== 'sqlite' && engine !== 'postgres') {
+    throw new Error(`TEST_ONCE_ENGINE must be sqlite or postgres, not "${engine}"`);
+  }
+  return engine;
+}
+
 export default async (): Promise<ViteUserConfig> => {
   const wanted = process.env.TEST_POSTGRES;
   const postgres = wanted === '1' || (wanted !== '0' && (await postgresReachable()));
@@ -38,17 +123,17 @@ export default async (): Promise<ViteUserConfig> => {
           extends: true as const,
           test: {
             name: engine,
-            include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
-            exclude: ['test/console/**', '**/node_modules/**'],
+            ...PER_ENGINE,
             env: { TEST_ENGINE: engine },
           },
         })),
+        { extends: true as const, test: { name: 'once', include: RUN_ONCE, env: { TEST_ENGINE: onceEngine() } } },
         // Browser tests of the admin console: once, against a real service process (SQLite), in Chromium.
         {
           extends: true as const,
           test: {
             name: 'console',
-            include: ['test/console/**/*.test.ts'],
+            include: CONSOLE_INCLUDE,
             exclude: browser ? [] : ['test/console/console.test.ts', 'test/console/upload-resume.test.ts'],
             globalSetup: ['test/console/global-setup.ts'],
             testTimeout: 120_000,

@@ -45,7 +45,7 @@ describe('package.json engines', () => {
   });
 });
 
-describe.runIf(excluded && process.env.TEST_ENGINE === 'sqlite')(`on Node ${oldVersion}`, () => {
+describe.runIf(excluded)(`on Node ${oldVersion}`, () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-old-node-'));
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
   const line = `patchwell needs Node.js ${NEEDED}; this is Node.js ${oldVersion} (${OLD_NODE})`;

@@ -26,11 +26,7 @@ let s: Service;
 let keysFile: string;
 let probe: string;
 
-// The executable is the same whatever the service's engine: built and tested once, in the SQLite project.
-const once = process.env.TEST_ENGINE === 'sqlite';
-
 beforeAll(async () => {
-  if (!once) return;
   buildWhenStale('linux-x64');
   s = await startService();
   keysFile = await s.keysFile();
@@ -82,7 +78,7 @@ function run(argv: string[], env: NodeJS.ProcessEnv = process.env) {
   });
 }
 
-describe.runIf(once)('the Linux executable', () => {
+describe('the Linux executable', () => {
   it('is one file with its SHA-256 beside it, and answers --version and --help with an empty environment', async () => {
     const [sha256, name] = fs.readFileSync(`${EXE}.sha256`, 'utf8').trim().split(/\s+/);
     expect(name).toBe(path.basename(EXE));
@@ -122,7 +118,7 @@ describe.runIf(once)('the Linux executable', () => {
   });
 });
 
-describe.runIf(once)('the Python launcher of examples/ drives the executable', () => {
+describe('the Python launcher of examples/ drives the executable', () => {
   it('install, then update, then a repair; an addon installed; a settings snapshot each start', async () => {
     await publishAddon(s.t, 'py-addon', '1.0', addonZip(['PyAddon'], '1.0'));
     const stateDir = s.stateDir();

@@ -39,8 +39,7 @@ const IMPORT = [
 ].join('\n');
 const WORKS = { id: expect.stringMatching(/^[0-9a-f-]{36}$/), kind: 'signature', pub: 'function', cut: 100 };
 
-// The package is the same on both engines: packed and installed once, in the SQLite project.
-describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
+describe('npm pack', () => {
   let tarball: string;
   let commonjs: string;
   let esm: string;

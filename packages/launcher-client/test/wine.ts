@@ -72,13 +72,11 @@ function findTools(): Tools | string {
 }
 
 /**
- * Whether this file's Windows tests run: once, in the SQLite project (the service's engine is not what
- * they test). Without Wine or mingw-w64 they are skipped with one line saying so; where they are
+ * Whether this file's Windows tests run. Without Wine or mingw-w64 they are skipped with one line saying so; where they are
  * required (CI=true, or TEST_WINE=1) that is a failure instead. TEST_WINE=0 skips them (a CI that runs
  * them in their own stage, `.ci/windows`).
  */
 export function windowsTestsRun(): boolean {
-  if (process.env.TEST_ENGINE !== 'sqlite') return false;
   if (process.env.TEST_WINE === '0') {
     console.warn('TEST_WINE=0: skipping the Windows tests');
     return false;

@@ -99,9 +99,8 @@ describe('launcher-publish keygen and --sign-key', () => {
     );
   });
 
-  // scrypt with minisign's 1 GiB twice: once on SQLite is enough.
   // After the test above (its version 20), which needs minisign.
-  it.skipIf(process.env.TEST_ENGINE === 'postgres' || !minisignWanted())(
+  it.skipIf(!minisignWanted())(
     'an encrypted key needs its password, and a wrong one fails before anything is uploaded',
     async () => {
       const encrypted = path.join(dir, 'encrypted');

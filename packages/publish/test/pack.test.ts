@@ -10,8 +10,7 @@ const PACKAGE = path.resolve(import.meta.dirname, '..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lp-pack-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-// The package is the same on both engines: packed and installed once, in the SQLite project.
-describe.runIf(process.env.TEST_ENGINE === 'sqlite')('npm pack', () => {
+describe('npm pack', () => {
   it('gives a tarball that installs alone into an empty folder (patchwell-client bundled in) and runs', async () => {
     const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PACKAGE });
     const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
