@@ -16,7 +16,7 @@ export const exePath = (target: ExeTarget) =>
   path.join(PACKAGE, 'dist-exe', `launcher-client-${target}${target === 'win-x64' ? '.exe' : ''}`);
 
 /** The newest modification time among `paths` (files, or folders walked). */
-function newest(paths: readonly string[]): number {
+export function newest(paths: readonly string[]): number {
   let most = 0;
   for (const p of paths) {
     const stat = fs.statSync(p);

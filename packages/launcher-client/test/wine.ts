@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { newest } from './exe-build.js';
 
 const run = promisify(execFile);
 
@@ -350,9 +351,7 @@ export class Wine {
 function builtClient(): string {
   const cli = path.join(PACKAGE, 'dist/cli.js');
   const built = fs.existsSync(cli) ? fs.statSync(cli).mtimeMs : 0;
-  const src = path.join(PACKAGE, 'src');
-  const newest = Math.max(...fs.readdirSync(src).map((name) => fs.statSync(path.join(src, name)).mtimeMs));
-  if (newest > built) {
+  if (newest([path.join(PACKAGE, 'src')]) > built) {
     throw new Error('packages/launcher-client/dist is older than its src: npm run build -w patchwell-client');
   }
   return cli;
