@@ -28,12 +28,22 @@ export function newest(paths: readonly string[]): number {
 
 const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : 0);
 
-/** Builds `dist/` when a source is newer, then the executable of `target` when anything it is made of is newer. */
-export function buildWhenStale(target: ExeTarget): string {
-  const inputs = [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json')];
+/** What the package's build is made of. */
+const inputs = [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json')];
+
+/**
+ * Builds `dist/` when a source is newer (never in CI, which builds first: a build empties `dist/`,
+ * which test files running beside this one use).
+ */
+export function distWhenStale(): void {
   if (mtime(path.join(PACKAGE, 'dist', 'cli.js')) < newest(inputs)) {
     execFileSync('npm', ['run', 'build'], { cwd: PACKAGE, stdio: 'ignore' });
   }
+}
+
+/** Builds `dist/` when a source is newer, then the executable of `target` when anything it is made of is newer. */
+export function buildWhenStale(target: ExeTarget): string {
+  distWhenStale();
   const exe = exePath(target);
   if (mtime(exe) < newest([path.join(PACKAGE, 'dist'), path.join(PACKAGE, 'scripts', 'build-exe.mjs'), ...inputs])) {
     execFileSync(process.execPath, ['scripts/build-exe.mjs', '--target', target], { cwd: PACKAGE, stdio: 'ignore' });

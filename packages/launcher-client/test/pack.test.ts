@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { distWhenStale } from './exe-build.js';
 import { nodeFromRegistry } from './helpers.js';
 
 const run = promisify(execFile);
@@ -45,7 +46,11 @@ describe('npm pack', () => {
   let esm: string;
 
   beforeAll(async () => {
-    const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PACKAGE });
+    // The current build packed as is: `prepack` would empty dist/ under the test files running beside this one.
+    distWhenStale();
+    const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
+      cwd: PACKAGE,
+    });
     const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
     const files = info.files.map((f) => f.path);
     expect(files).toEqual(

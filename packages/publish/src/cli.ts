@@ -57,13 +57,22 @@ export async function main(argv: string[], context: Context, out: NodeJS.Writabl
   return 0;
 }
 
-main(process.argv.slice(2), { progress: process.stderr, env: process.env }, process.stdout).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(JSON.stringify({ error: message }) + '\n');
-    process.exitCode = 1;
-  },
-);
+/**
+ * Once the command's answer (or error) is written, the process ends when nothing is left to do; a
+ * connection or timer left behind (an idle keep-alive socket a library keeps open) may hold it at
+ * most this long: a CI job never hangs on a finished command.
+ */
+const EXIT_GRACE_MS = 2_000;
+
+main(process.argv.slice(2), { progress: process.stderr, env: process.env }, process.stdout)
+  .then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      process.stderr.write(JSON.stringify({ error: message }) + '\n');
+      process.exitCode = 1;
+    },
+  )
+  .finally(() => setTimeout(() => process.exit(), EXIT_GRACE_MS).unref());

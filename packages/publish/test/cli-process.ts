@@ -5,6 +5,9 @@ import path from 'node:path';
 export const ROOT = path.resolve(import.meta.dirname, '../../..');
 const CLI = path.resolve(import.meta.dirname, '../src/cli.ts');
 
+/** How long a run may take before the test kills it (the tests' own timeout is 60 s). */
+const RUN_DEADLINE_MS = 45_000;
+
 /** What a run of the command printed, and how it exited. */
 export interface Run {
   code: number | null;
@@ -29,7 +32,17 @@ export function startCli(
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const done = new Promise<Run>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  // A run that hangs is killed before the test's own timeout, so that the failure shows what it printed.
+  const deadline = setTimeout(() => {
+    stderr += `\n[the test killed the command after ${RUN_DEADLINE_MS / 1000} s]\n`;
+    child.kill('SIGKILL');
+  }, RUN_DEADLINE_MS);
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (code) => {
+      clearTimeout(deadline);
+      resolve({ code, stdout, stderr });
+    }),
+  );
   return { child, done };
 }
 

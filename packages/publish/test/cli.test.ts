@@ -101,6 +101,20 @@ describe('launcher-publish', () => {
     expect(JSON.parse(unknown.stderr)).toEqual({ error: expect.stringMatching(/unknown command/) });
   });
 
+  it('a finished command is not held by a timer or connection left behind: it exits within its 2 s grace, with its code', async () => {
+    // A library's stray interval (loaded before the command) would keep the process alive for ever.
+    const stray = { NODE_OPTIONS: '--import data:text/javascript,setInterval(()=>{},1000)' };
+    for (const [args, code] of [
+      [['--version'], 0],
+      [['publish'], 1],
+    ] as const) {
+      const started = performance.now();
+      const result = await run([...args], stray);
+      expect(result.code, result.stderr).toBe(code);
+      expect(performance.now() - started).toBeLessThan(15_000);
+    }
+  });
+
   it('publishes a version at 10 %, a rerun prints it again without a second upload, another file is a conflict', async () => {
     const { file, sha256 } = build('launcher-100.exe', 1_300_000);
     counted.patchBytes = 0;

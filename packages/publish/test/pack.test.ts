@@ -4,15 +4,29 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { distWhenStale, newest } from '../../launcher-client/test/exe-build.js';
 
 const run = promisify(execFile);
 const PACKAGE = path.resolve(import.meta.dirname, '..');
+const CLIENT = path.resolve(PACKAGE, '../launcher-client');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lp-pack-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('npm pack', () => {
   it('gives a tarball that installs alone into an empty folder (patchwell-client bundled in) and runs', async () => {
-    const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PACKAGE });
+    // The current build packed as is: `prepack` would empty dist/ under the test files running beside
+    // this one. It bundles the client's build, so it is stale when either's sources are newer.
+    distWhenStale();
+    const made = [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json'), path.join(CLIENT, 'dist')];
+    if (
+      !fs.existsSync(path.join(PACKAGE, 'dist/cli.js')) ||
+      fs.statSync(path.join(PACKAGE, 'dist/cli.js')).mtimeMs < newest(made)
+    ) {
+      await run('npm', ['run', 'build'], { cwd: PACKAGE });
+    }
+    const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
+      cwd: PACKAGE,
+    });
     const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
     const files = info.files.map((f) => f.path);
     expect(files).toEqual(
