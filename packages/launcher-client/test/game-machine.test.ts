@@ -531,6 +531,13 @@ describe('durable state', () => {
       // Written assembling, then renaming: the second before the first rename into the game folder.
       expect(journals.length).toBe(2);
       expect(journals[1]).toBeLessThan(intoGame[0]!);
+      // Each work file renamed into the game was flushed before the journal said renaming.
+      for (const at of intoGame) {
+        const work = /"([^"]+\/\.patchwell-work\/files\/[^"]+)"/.exec(calls[at]!)![1]!;
+        const flushed = calls.findIndex((c) => c.startsWith('fsync(') && c.includes(`<${work}>`));
+        expect(flushed, work).toBeGreaterThanOrEqual(0);
+        expect(flushed, work).toBeLessThan(journals[1]!);
+      }
       expect(renameTo(path.join(game, 'manifest.json'))).toBeGreaterThan(intoGame.at(-1)!);
       // The game's folders flushed after the renames, before the state says the build is installed.
       const flushedData = calls.findIndex((c, i) => i > intoGame.at(-1)! && c.includes(`<${gameDir}/Data>`));

@@ -26,7 +26,7 @@ function workFile(dir: string) {
     fs.writeSync(fd, parts[i]!, 0, parts[i]!.length, offsets[i]);
     fs.closeSync(fd);
   };
-  const at = (i: number) => [{ file, offset: offsets[i]! }];
+  const at = (i: number) => [{ file, offset: offsets[i]!, size: 220 }];
   return { file, parts, offsets, put, at, whole: sha256(Buffer.concat(parts)), bytes: Buffer.concat(parts) };
 }
 
@@ -118,11 +118,11 @@ describe('Hasher: chunk names, writes and whole checks on a thread of their own'
     const bytes = randomBytes(64);
     const into = lend(bytes);
     const failed = hasher.chunk(into, 64, sha256(bytes), {
-      write: [{ file: path.join(dir, 'absent', 'work'), offset: 0 }],
+      write: [{ file: path.join(dir, 'absent', 'work'), offset: 0, size: 64 }],
     });
     await expect(failed).rejects.toMatchObject({ code: 'ENOENT' });
     expect(into.bytes.subarray(0, 64).equals(bytes)).toBe(true);
-    await expect(hasher.whole(path.join(dir, 'absent'), 10)).rejects.toThrow(/ENOENT/);
+    expect(await hasher.whole(path.join(dir, 'absent'), 10)).toBeNull();
   });
 
   /** The descriptors of the process open on files of `dir`. */
@@ -150,6 +150,23 @@ describe('Hasher: chunk names, writes and whole checks on a thread of their own'
       expect(open()).toBeLessThanOrEqual(64);
       for (const w of works) expect(await hasher.whole(w.file, 220)).toBe(w.whole);
       expect(open()).toBe(0);
+    },
+  );
+
+  it.skipIf(process.platform !== 'linux')(
+    'a work file is made by its first write; its whole check answers once it is flushed and closed (the flush: game-machine.test.ts)',
+    async () => {
+      const w = workFile(dir);
+      fs.rmSync(w.file);
+      for (const i of [1, 2]) {
+        await hasher.chunk(lend(w.parts[i]!), w.parts[i]!.length, sha256(w.parts[i]!), { write: w.at(i) });
+      }
+      expect(fs.existsSync(w.file)).toBe(true);
+      expect(open()).toBe(1);
+      await hasher.chunk(lend(w.parts[0]!), 100, sha256(w.parts[0]!), { write: w.at(0) });
+      expect(await hasher.whole(w.file, 220)).toBe(w.whole);
+      expect(open()).toBe(0);
+      expect(fs.readFileSync(w.file).equals(w.bytes)).toBe(true);
     },
   );
 

@@ -7,17 +7,20 @@
  * is hashed whole over its bytes in order as its places are filled: from a chunk's bytes when its
  * place is the next of its file, else read back from the file once the places before it are
  * hashed. A file's whole check so ends moments after its last place is written, not in a pass of
- * its own at the end.
+ * its own at the end; the file is then flushed to disk (`fsync`) and closed there, while the
+ * downloads go on. A work file is made by its first write (the event loop's thread makes none but
+ * the empty ones and sizes those an earlier run left).
  */
 import { Worker } from 'node:worker_threads';
 
-/** A place of a work file. */
+/** A place of a work file (`size` bytes long when whole). */
 export interface At {
   readonly file: string;
   readonly offset: number;
+  readonly size: number;
 }
 
-/** Messages to the thread; each is answered once, in order. */
+/** Messages to the thread; each is answered once (a whole check once its file is flushed). */
 type Request =
   | {
       readonly op: 'chunk';
@@ -51,7 +54,13 @@ function hasherThread(): void {
   const port = parentPort;
   interface Progress {
     readonly file: string;
+    /** The whole file's size. */
+    readonly size: number;
     readonly hash: ReturnType<typeof createHash>;
+    /** Its SHA-256 once every byte is hashed (the file then flushed and closed: `flushed`). */
+    digest: string | null;
+    /** The flush and close of the whole file, under way on the thread pool: its error, if any. */
+    flushed: Promise<Error | null> | null;
     /** Its descriptor while open (see `fdOf`). */
     fd: number | null;
     /** Bytes hashed from the start. */
@@ -76,10 +85,11 @@ function hasherThread(): void {
    * scanner reads each new file: a sharing violation), tried again with backoff for up to 10 s, as
    * `disk/guard.ts` does every rename and delete (this thread cannot import it).
    */
-  const openHeld = (file: string): number => {
+  const openHeld = (file: string, create: boolean): number => {
+    const flags = create ? fs.constants.O_RDWR | fs.constants.O_CREAT : fs.constants.O_RDWR;
     for (let waited = 0, delay = 50; ; waited += delay, delay = Math.min(delay * 2, 1000)) {
       try {
-        return fs.openSync(file, 'r+');
+        return fs.openSync(file, flags, 0o644);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code ?? '';
         if (process.platform !== 'win32' || !['EBUSY', 'EPERM', 'EACCES'].includes(code) || waited >= 10_000) throw err;
@@ -87,11 +97,12 @@ function hasherThread(): void {
       }
     }
   };
-  const fdOf = (p: Progress): number => {
+  /** The file's descriptor, opened when closed (`create`: made when absent, for a write). */
+  const fdOf = (p: Progress, create = false): number => {
     open.delete(p);
     open.add(p);
     if (p.fd !== null) return p.fd;
-    const fd = openHeld(p.file);
+    const fd = openHeld(p.file, create);
     p.fd = fd;
     for (const oldest of open) {
       if (open.size <= MAX_OPEN) break;
@@ -100,13 +111,49 @@ function hasherThread(): void {
     return fd;
   };
   let buffer = Buffer.allocUnsafe(1 << 20);
-  const progress = (file: string): Progress => {
+  const progress = (file: string, size: number): Progress => {
     let found = files.get(file);
     if (found === undefined) {
-      found = { file, hash: createHash('sha256'), fd: null, next: 0, written: new Map() };
+      found = {
+        file,
+        size,
+        hash: createHash('sha256'),
+        digest: null,
+        flushed: null,
+        fd: null,
+        next: 0,
+        written: new Map(),
+      };
       files.set(file, found);
     }
     return found;
+  };
+  /** Flushes under way on the thread pool (at most `MAX_OPEN`; beyond, a flush is made here and then). */
+  const flushing = new Set<Promise<Error | null>>();
+  /**
+   * Once every byte is hashed: the digest kept, the file flushed to disk (`fsync`) and closed, on
+   * the thread pool while the thread goes on hashing (its descriptor no longer counted as open).
+   */
+  const complete = (p: Progress) => {
+    if (p.digest !== null || p.next !== p.size || p.written.size > 0) return;
+    p.digest = p.hash.digest('hex');
+    const fd = fdOf(p);
+    open.delete(p);
+    p.fd = null;
+    if (flushing.size >= MAX_OPEN) {
+      try {
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      return;
+    }
+    const flushed = new Promise<Error | null>((resolve) =>
+      fs.fsync(fd, (failed) => fs.close(fd, (notClosed) => resolve(failed ?? notClosed))),
+    );
+    p.flushed = flushed;
+    flushing.add(flushed);
+    void flushed.then(() => flushing.delete(flushed));
   };
   /** Hashes the file's written places that follow what is hashed, read back from the file. */
   const advance = (p: Progress) => {
@@ -130,9 +177,11 @@ function hasherThread(): void {
       p.hash.update(bytes);
       p.next += bytes.length;
       advance(p);
+      complete(p);
     } else if (offset > p.next) p.written.set(offset, bytes.length);
   };
-  port.on('message', (message: Request) => {
+  /** The answer to `message` (a whole check waits for its file's flush; the end, for every flush). */
+  const respond = async (message: Request) => {
     const lent = message.op === 'chunk' ? [message.buffer] : [];
     try {
       if (message.op === 'chunk') {
@@ -140,29 +189,32 @@ function hasherThread(): void {
         const digest = createHash('sha256').update(bytes).digest('hex');
         if (digest === message.name) {
           for (const place of message.write) {
-            const p = progress(place.file);
+            const p = progress(place.file, place.size);
             for (let done = 0; done < bytes.length;) {
-              done += fs.writeSync(fdOf(p), bytes, done, bytes.length - done, place.offset + done);
+              done += fs.writeSync(fdOf(p, true), bytes, done, bytes.length - done, place.offset + done);
             }
             filled(p, place.offset, bytes);
           }
-          for (const place of message.present) filled(progress(place.file), place.offset, bytes);
+          for (const place of message.present) filled(progress(place.file, place.size), place.offset, bytes);
         }
         port.postMessage({ id: message.id, digest, buffer: message.buffer } satisfies Answer, lent);
       } else if (message.op === 'whole') {
-        const p = progress(message.file);
+        // An empty file has no place: it is whole (and flushed) here.
+        const p = progress(message.file, message.size);
         files.delete(message.file);
-        let digest: string | null;
         try {
-          const whole = fs.fstatSync(fdOf(p)).size === message.size && p.next === message.size && p.written.size === 0;
-          digest = whole ? p.hash.digest('hex') : null;
+          complete(p);
         } finally {
           shut(p);
         }
-        port.postMessage({ id: message.id, digest } satisfies Answer);
+        const failed = await p.flushed;
+        if (failed) throw failed;
+        const whole = p.digest !== null && p.size === message.size && fs.statSync(p.file).size === message.size;
+        port.postMessage({ id: message.id, digest: whole ? p.digest : null } satisfies Answer);
       } else {
         for (const p of open) shut(p);
         files.clear();
+        await Promise.all(flushing);
         port.postMessage({ id: message.id, digest: null } satisfies Answer);
       }
     } catch (err) {
@@ -175,7 +227,8 @@ function hasherThread(): void {
       };
       port.postMessage(answer, lent);
     }
-  });
+  };
+  port.on('message', (message: Request) => void respond(message));
 }
 
 /** A buffer one chunk at a time is read or downloaded into; lent to the thread, it holds another afterwards. */
@@ -222,7 +275,7 @@ export class Hasher {
     if (!(buffer instanceof ArrayBuffer) || byteOffset !== 0 || byteLength !== buffer.byteLength || size > byteLength) {
       throw new TypeError('a chunk buffer must be a whole ArrayBuffer of at least its size');
     }
-    const at = (list: readonly At[] = []) => list.map(({ file, offset }) => ({ file, offset }));
+    const at = (list: readonly At[] = []) => list.map(({ file, offset, size }) => ({ file, offset, size }));
     const write = at(places.write);
     const present = at(places.present);
     const answer = await this.ask((id) => ({ op: 'chunk', id, buffer, size, name, write, present }), [buffer]);
@@ -232,7 +285,8 @@ export class Hasher {
 
   /**
    * The SHA-256 of `file`, as its places were written, once every place was told; null when they
-   * do not make the whole file of `size` bytes. The file's check is over after this.
+   * do not make the whole file of `size` bytes. The file's check is over after this, and a whole
+   * file is on disk (flushed).
    */
   async whole(file: string, size: number): Promise<string | null> {
     return settle(await this.ask((id) => ({ op: 'whole', id, file, size })));

@@ -21,7 +21,7 @@
  * record (nothing under way; the work files kept). A half-done run the next call cannot finish (a
  * file still held) leaves `verify` and `status` answering, and names it. Durability: the state
  * files and the record are written with `writeDurably`; a work file is on disk once `Hasher.whole`
- * has answered for it (the hashing thread flushes each work file after its whole check), and every
+ * has answered for it (the hashing thread flushes each work file once its last byte is hashed), and every
  * work file is checked whole before the record says `renaming`, so nothing is renamed unflushed; the
  * game folder's folders are flushed after the renames, before the state says the build is installed.
  */
@@ -296,10 +296,11 @@ async function chunkAt(
   return bytesRead === size && (await hasher.chunk(into, size, name, places)) === name;
 }
 
-/** A place a chunk goes: a work file (`partial` when an earlier run left it) at an offset. */
+/** A place a chunk goes: a work file (`size` bytes whole; `partial` when an earlier run left it) at an offset. */
 interface Place {
   readonly file: string;
   readonly offset: number;
+  readonly size: number;
   readonly partial: boolean;
 }
 
@@ -983,12 +984,16 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
     const allocated = workStats.reduce((sum, stat) => sum + (stat?.isFile() ? stat.blocks * 512 : 0), 0);
     const buildBytes = builds.reduce((sum, b) => sum + b.file.size, 0);
     await this.checkSpace(Math.max(0, buildBytes - allocated));
+    // A work file is made by its first write, on the hashing thread; here only the empty ones are
+    // made and those an earlier run left are given their size.
     await sizeAll(
-      builds.map(({ file }, i) => ({
-        file: path.join(filesDir, renames[i]!.work),
-        size: file.size,
-        keep: partial.has(renames[i]!.work),
-      })),
+      builds
+        .map(({ file }, i) => ({
+          file: path.join(filesDir, renames[i]!.work),
+          size: file.size,
+          keep: partial.has(renames[i]!.work),
+        }))
+        .filter(({ size, keep }) => keep || size === 0),
     );
 
     // Where each chunk goes: every (work file, offset) of the builds.
@@ -997,7 +1002,8 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       let offset = 0;
       for (const [name, size] of file.chunks) {
         const entry = places.get(name) ?? { size, at: [] };
-        entry.at.push({ file: path.join(filesDir, renames[i]!.work), offset, partial: partial.has(renames[i]!.work) });
+        const work = renames[i]!.work;
+        entry.at.push({ file: path.join(filesDir, work), offset, size: file.size, partial: partial.has(work) });
         places.set(name, entry);
         offset += size;
       }
