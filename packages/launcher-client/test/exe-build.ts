@@ -32,14 +32,18 @@ const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs
 const inputs = [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json')];
 
 /**
- * Builds `dist/` when a source is newer (never in CI, which builds first: a build empties `dist/`,
- * which test files running beside this one use).
+ * `npm run build` in the package `dir` when its `dist/cli.js` is missing or older than `madeOf`
+ * (never in CI, which builds first: a build empties `dist/`, which test files running beside this
+ * one use).
  */
-export function distWhenStale(): void {
-  if (mtime(path.join(PACKAGE, 'dist', 'cli.js')) < newest(inputs)) {
-    execFileSync('npm', ['run', 'build'], { cwd: PACKAGE, stdio: 'ignore' });
+export function buildWhenOlder(dir: string, madeOf: readonly string[]): void {
+  if (mtime(path.join(dir, 'dist', 'cli.js')) < newest(madeOf)) {
+    execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: 'ignore' });
   }
 }
+
+/** This package's `dist/`, built when a source is newer. */
+export const distWhenStale = () => buildWhenOlder(PACKAGE, inputs);
 
 /** Builds `dist/` when a source is newer, then the executable of `target` when anything it is made of is newer. */
 export function buildWhenStale(target: ExeTarget): string {

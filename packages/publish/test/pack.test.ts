@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { distWhenStale, newest } from '../../launcher-client/test/exe-build.js';
+import { buildWhenOlder, distWhenStale } from '../../launcher-client/test/exe-build.js';
 
 const run = promisify(execFile);
 const PACKAGE = path.resolve(import.meta.dirname, '..');
@@ -17,13 +17,7 @@ describe('npm pack', () => {
     // The current build packed as is: `prepack` would empty dist/ under the test files running beside
     // this one. It bundles the client's build, so it is stale when either's sources are newer.
     distWhenStale();
-    const made = [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json'), path.join(CLIENT, 'dist')];
-    if (
-      !fs.existsSync(path.join(PACKAGE, 'dist/cli.js')) ||
-      fs.statSync(path.join(PACKAGE, 'dist/cli.js')).mtimeMs < newest(made)
-    ) {
-      await run('npm', ['run', 'build'], { cwd: PACKAGE });
-    }
+    buildWhenOlder(PACKAGE, [path.join(PACKAGE, 'src'), path.join(PACKAGE, 'package.json'), path.join(CLIENT, 'dist')]);
     const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
       cwd: PACKAGE,
     });
