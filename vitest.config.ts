@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import type { ViteUserConfig } from 'vitest/config';
 
 /** PostgreSQL runs when reachable (or required with TEST_POSTGRES=1); TEST_POSTGRES=0 skips it. */
@@ -119,6 +120,9 @@ export default async (): Promise<ViteUserConfig> => {
       testTimeout: 60_000,
       hookTimeout: 60_000,
       pool: 'forks' as const,
+      // Files side by side, two at least (Vitest's default is one fewer than the cores: one on CI's
+      // two): most of a file's time is waiting on the processes, timers and servers it starts.
+      maxWorkers: Math.max(2, os.availableParallelism() - 1),
       projects: [
         ...engines.map((engine) => ({
           extends: true as const,

@@ -47,19 +47,21 @@ async function loginCookie(server: ServerProcess, password: string): Promise<str
 /** A package `slug` with one version of the stored file `filePath`. */
 async function publishVersion(server: ServerProcess, cookie: string, slug: string, filePath: string) {
   const json = { cookie, 'content-type': 'application/json' };
-  const pkg = (await (
-    await fetch(`${server.url}/api/software`, {
-      method: 'POST',
-      headers: json,
-      body: JSON.stringify({ slug, name: '大' }),
-    })
-  ).json()) as { id: string };
+  const created = await fetch(`${server.url}/api/software`, {
+    method: 'POST',
+    headers: json,
+    body: JSON.stringify({ slug, name: '大' }),
+  });
+  const pkg = (await created.json()) as { id: string };
+  expect(created.status, JSON.stringify(pkg)).toBe(201);
   const res = await fetch(`${server.url}/api/software/${pkg.id}/versions`, {
     method: 'POST',
     headers: json,
     body: JSON.stringify({ version: '1', versionCode: 1, filePath }),
   });
-  return (await res.json()) as { id: string; fileSize: number };
+  const version = (await res.json()) as { id: string; fileSize: number };
+  expect(res.status, JSON.stringify(version)).toBe(201);
+  return version;
 }
 
 function rssBytes(pid: number): number {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from './process.js';
+import { freePort, listeningPorts } from './process.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -45,7 +45,17 @@ export interface NginxProcess {
  */
 export async function startNginx(options: NginxOptions): Promise<NginxProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-nginx-'));
-  const port = await freePort();
+  // A port from freePort() can be taken before nginx binds it (by another test file's server): nginx
+  // then exits "Address already in use" and starts again on another one.
+  for (let attempt = 1; ; attempt++) {
+    const started = await launchNginx(dir, options, await freePort());
+    if (started !== 'address-in-use') return started;
+    if (attempt === 5) throw new Error('nginx found its port taken five times');
+  }
+}
+
+async function launchNginx(dir: string, options: NginxOptions, port: number): Promise<NginxProcess | 'address-in-use'> {
+  fs.rmSync(path.join(dir, 'error.log'), { force: true });
   const store = `${path.resolve(options.storeRoot)}/`;
   const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
     .map((kind) => `${kind}_temp_path ${path.join(dir, kind)};`)
@@ -96,18 +106,15 @@ http {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 10_000;
-  for (;;) {
+  // Ready once nginx itself listens on the port (an answer there could come from another process).
+  while (!listeningPorts(child.pid ?? 0).includes(port)) {
     if (child.exitCode !== null) {
       const log = fs.readFileSync(path.join(dir, 'error.log'), 'utf8');
+      if (/Address already in use/.test(log)) return 'address-in-use';
       throw new Error(`nginx exited (${child.exitCode}): ${output}${log}`);
     }
-    try {
-      await fetch(`${url}/direct/`);
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`nginx did not answer within 10 s: ${output}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    if (Date.now() > deadline) throw new Error(`nginx did not listen within 10 s: ${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return {
     url,

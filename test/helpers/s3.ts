@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from './process.js';
 
 /** The access key pair s3rver accepts (it checks the key id; SigV4 signatures are not verified). */
 export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
@@ -17,7 +16,8 @@ interface KoaContext {
 }
 
 interface S3rverInstance {
-  run(): Promise<unknown>;
+  /** Listens; answers the address it listens on. */
+  run(): Promise<{ port: number }>;
   close(): Promise<void>;
   /** Koa's middleware list (s3rver is a Koa app). */
   middleware: ((ctx: KoaContext, next: () => Promise<void>) => Promise<void>)[];
@@ -49,10 +49,10 @@ export interface TestS3 {
 export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
   const S3rver = createRequire(import.meta.url)('s3rver') as S3rverClass;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lds-s3-'));
-  const port = await freePort();
   const server = new S3rver({
     address: '127.0.0.1',
-    port,
+    // Port 0: it binds a free port itself (none chosen here that another process could take first).
+    port: 0,
     silent: true,
     directory: dir,
     configureBuckets: [{ name: bucket, configs: [] }],
@@ -66,7 +66,7 @@ export async function startS3(bucket = 'lds-test'): Promise<TestS3> {
     ctx.type = 'application/xml';
     ctx.body = errorXml('InternalError', 'We encountered an internal error. Please try again.');
   }, multipartUploads(server));
-  await server.run();
+  const { port } = await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   return {
     endpoint,
