@@ -244,6 +244,21 @@ describe('a wrong clock is not an attack', () => {
     expect(await manager({ app: 'slow' }).checkForUpdates(1)).toMatchObject({ result: 'up-to-date' });
   });
 
+  it("a Date seconds before the signature's created (a busy server's Date lags its clock): still kind clock, not stale", async () => {
+    await fresh('lagging');
+    tamperChecks((a) => {
+      const created = Number(/;created=(\d+)/.exec(String(a.headers['signature-input'] ?? ''))?.[1]);
+      return { ...a, headers: { ...a.headers, date: new Date((created - 3) * 1000).toUTCString() } };
+    });
+    const err = await refusal(offClock('lagging', -6 * MINUTE).checkForUpdates(1));
+    s.proxy.rule = null;
+    expect(err).toBeInstanceOf(ClockError);
+    expect(err).toMatchObject({
+      kind: 'clock',
+      message: "this computer's clock is 6 minutes behind; set it and try again",
+    });
+  });
+
   it('a clock an hour fast: an answer the service signed 10 minutes ago (and keeps) is refused as kind clock', async () => {
     await fresh('fast');
     setClock(() => Date.now() - 10 * MINUTE);
