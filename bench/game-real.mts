@@ -115,7 +115,7 @@ try {
     rows,
     () => freshInstalls(bench, work, { game, state }, ROUNDS),
     ({ installs, curls, ratios }) =>
-      `| fresh install of build 2 | ${times(installs)} s | curl ${times(curls)} s | ${ratiosOf(ratios)} curl | peak ${peak(installs)} |`,
+      `| fresh install of build 2 | ${times(installs)} s | curl ${times(curls)} s | ${ratiosOf(ratios)} curl | peak ${installs.map((r) => r.peakMiB.toFixed(0)).join(', ')} MiB |`,
   );
   const manifest = JSON.parse(fs.readFileSync(path.join(state, 'game/manifest.json'), 'utf8')) as Manifest;
 

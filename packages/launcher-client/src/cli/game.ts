@@ -4,6 +4,7 @@
  * 2 (verification refused an answer, manifest or chunk) or 1; `verify` exits 3 when the game is not whole.
  */
 import { parseArgs } from 'node:util';
+import v8 from 'node:v8';
 import { type CliTools, keepOption } from './addons.js';
 import type { ProgressReport } from './output.js';
 import { UpdateManager } from '../update/manager.js';
@@ -104,6 +105,17 @@ function gameProgress(p: GameProgress): ProgressReport {
 
 export async function gameCommand(argv: string[], tools: CliTools): Promise<number> {
   const { out } = tools;
+  /*
+   * V8's young generation is kept at its starting size for the rest of the process. V8 doubles it (from 1
+   * MiB a semi-space, up to 64) each time as many bytes have survived its collections as it holds, and a
+   * 2 GiB install's thousands of requests and chunks survive by tens of MiB: it grew to 64 or 128 MiB of
+   * resident pages, never given back. V8 reads the growth factor each time it would grow it. Same-run
+   * A/B, the 2 GiB install of the bench: peak RSS 191-192 MiB against 244-251, wall and CPU within the
+   * noise. The command's own process only: a launcher using the library tunes its own. Node 20 and 22
+   * set V8's flags back when a worker thread starts (the hashing thread, at the start of each
+   * operation), so there it grows as before; Node 24 keeps them.
+   */
+  v8.setFlagsFromString('--semi-space-growth-factor=1');
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
