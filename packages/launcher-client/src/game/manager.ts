@@ -1018,16 +1018,23 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
       const gathered = await this.gather(places, sources, mirrors, hasher, options);
 
       // Each work file checked whole (a chunk list that does not make the file is refused here); once
-      // `whole` has answered for a file, the hashing thread has flushed it to disk.
-      for (const [i, { file }] of builds.entries()) {
+      // `whole` has answered for a file, the hashing thread has flushed it to disk. Asked a slice of
+      // files at a time (one round trip to the thread per file took 0.1 ms each, mostly waiting).
+      for (let from = 0; from < builds.length; from += SLICE) {
         checkAbort(signal);
-        options.onProgress?.({ phase: 'assemble', files: builds.length, done: i });
-        const out = path.join(filesDir, renames[i]!.work);
-        if ((await hasher.whole(out, file.size)) !== file.sha256) {
-          await fs.promises.rm(out, { force: true });
-          throw new IntegrityError(`${file.path} assembled is not the manifest's (size or SHA-256)`);
+        options.onProgress?.({ phase: 'assemble', files: builds.length, done: from });
+        const slice = builds.slice(from, from + SLICE).map(({ file }, i) => ({
+          file,
+          out: path.join(filesDir, renames[from + i]!.work),
+        }));
+        const digests = await Promise.all(slice.map(({ file, out }) => hasher.whole(out, file.size)));
+        for (const [i, { file, out }] of slice.entries()) {
+          if (digests[i] !== file.sha256) {
+            await fs.promises.rm(out, { force: true });
+            throw new IntegrityError(`${file.path} assembled is not the manifest's (size or SHA-256)`);
+          }
+          fs.chmodSync(out, file.executable ? 0o755 : 0o644);
         }
-        await fs.promises.chmod(out, file.executable ? 0o755 : 0o644);
       }
       return gathered;
     } finally {
@@ -1157,20 +1164,23 @@ export class GameManager extends EventEmitter<GameManagerEvents> {
    */
   private async finish(record: OperationRecord, guard: FolderGuard): Promise<void> {
     const filesDir = path.join(this.workDir, 'files');
-    for (const { work, path: target } of record.renames) {
-      const from = path.join(filesDir, work);
-      if ((await statOrNull(from)) === null) continue; // renamed before a kill
-      await guard.replace(from, path.join(this.gameDir, target));
+    const works = await statAll(record.renames.map(({ work }) => path.join(filesDir, work)));
+    for (const [i, { work, path: target }] of record.renames.entries()) {
+      if (i % SLICE === SLICE - 1) await turn();
+      if (works[i] === null) continue; // renamed before a kill
+      await guard.replace(path.join(filesDir, work), path.join(this.gameDir, target));
     }
     for (const file of record.deletes) await guard.remove(path.join(this.gameDir, file));
     await guard.flush();
     const text = await fs.promises.readFile(path.join(this.workDir, 'manifest.json'));
     const manifest = GameManager.parse(text, true);
     const quick = await this.quickState();
-    for (const old of Object.keys(quick)) if (!manifest.files.some((f) => f.path === old)) delete quick[old];
-    for (const { path: target } of record.renames) {
-      const stat = await statOrNull(path.join(this.gameDir, target));
-      if (stat !== null) quick[target] = { size: stat.size, mtimeMs: stat.mtimeMs };
+    const listed = new Set(manifest.files.map((f) => f.path));
+    for (const old of Object.keys(quick)) if (!listed.has(old)) delete quick[old];
+    const renamed = await statAll(record.renames.map(({ path: target }) => path.join(this.gameDir, target)));
+    for (const [i, { path: target }] of record.renames.entries()) {
+      const stat = renamed[i];
+      if (stat) quick[target] = { size: stat.size, mtimeMs: stat.mtimeMs };
     }
     await writeDurably(path.join(this.state.dir, MANIFEST), text);
     await this.state.writeJson(FILES, quick);
