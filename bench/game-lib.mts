@@ -135,8 +135,8 @@ export async function startBench(work: string): Promise<Bench> {
  * between rounds, nor before the steps after: on a file system that avoids reusing an inode freed
  * moments ago (ext4 without a journal, as on this project's machines, scans past them), thousands
  * of files made just after thousands were deleted cost the install seconds of kernel time that
- * curl's one file never pays (17 % of its CPU in a profile); and the quick verify just after
- * their deletion took 0.37-0.48 s where it takes 0.28-0.35.
+ * curl's one file never pays (17 % of its CPU in a profile); the steps after are so measured with
+ * no deletion of 16,000 files just before them either.
  */
 export async function freshInstalls(
   bench: Bench,
